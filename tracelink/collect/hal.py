@@ -1,0 +1,150 @@
+"""HAL profiling collector: run the program under IREE's HAL profiler and read the bundle.
+
+``iree-benchmark-module`` runs the function for warm-up + N repetitions with
+``--device_profiling_mode=host-execution,...`` and writes a ``.ireeprof`` bundle;
+``iree-profile export --format=ireeperf-jsonl`` turns it into JSON lines, whose
+``host_execution_event`` / ``op=dispatch`` records are the dispatches. Each record is matched to its
+call site through its command buffer and command index (the command buffer's dispatches, listed by
+its ``command_operation`` records, are a contiguous run of the host program's call sites); records
+that cannot be placed that way fall back to order (:func:`match_call_sites`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from tracelink import TracelinkError
+from tracelink.collect.events import make_events, match_call_sites
+from tracelink.compile import tool_path
+
+SCHEMA_VERSION = 15
+PROFILING_MODES = "host-execution,queue-events,executable-metadata,command-region-events"
+
+
+def run_command(command: list[str], log: Path, timeout_s: float, what: str) -> None:
+    """Run a tool in its own process group, logging its output; kill the group on timeout."""
+    with log.open("w") as out:
+        out.write(" ".join(command) + "\n\n")
+        out.flush()
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise TracelinkError(f"{what} did not finish within {timeout_s:g} s (killed; see {log}); raise --timeout") from None
+    if code != 0:
+        tail = [line for line in log.read_text().splitlines()[1:] if line.strip()][-3:]
+        reason = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        raise TracelinkError(f"{what} failed ({reason}): {' | '.join(tail) or 'no output'} (log: {log})")
+
+
+def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, device: str = "local-task") -> list[str]:
+    """The ``iree-benchmark-module`` command running ``function`` exactly ``iterations`` times."""
+    return [
+        tool_path("iree-benchmark-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}",
+        *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
+        f"--benchmark_min_time={iterations}x",
+    ]
+
+
+def run_hal_profile(
+    vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str],
+    iterations: int, output_dir: Path, timeout_s: float,
+) -> Path:
+    """Run under the HAL profiler and export the bundle; return the JSON-lines path."""
+    bundle = output_dir / "run.ireeprof"
+    command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
+        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={bundle}",
+    ]
+    run_command(command, output_dir / "run.log", timeout_s, f"iree-benchmark-module on {vmfb.name}")
+    exported = output_dir / "run.jsonl"
+    run_command(
+        [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)],
+        output_dir / "export.log", timeout_s, f"iree-profile export of {bundle}",
+    )
+    return exported
+
+
+def read_records(jsonl: Path) -> Iterator[dict]:
+    """The records of an ireeperf-jsonl export, checking its schema version."""
+    with jsonl.open() as lines:
+        for number, line in enumerate(lines, 1):
+            record = json.loads(line)
+            version = record.get("schema_version")
+            if version != SCHEMA_VERSION:
+                raise TracelinkError(f"{jsonl}:{number}: ireeperf-jsonl schema_version {version}, tracelink reads {SCHEMA_VERSION}")
+            yield record
+
+
+def hal_events(jsonl: Path, call_site_exports: Sequence[str], warmup: int = 0) -> pd.DataFrame:
+    """Dispatch events of a HAL profile, matched to call sites, without the first ``warmup`` iterations."""
+    dispatches: list[dict] = []
+    commands: dict[int, list[tuple[int, str]]] = {}
+    for record in read_records(jsonl):
+        kind, op = record.get("record_type"), record.get("op")
+        if kind == "host_execution_event" and op == "dispatch":
+            dispatches.append(record)
+        elif kind == "command_operation" and op == "dispatch":
+            commands.setdefault(record["command_buffer_id"], []).append((record["command_index"], record["key"]))
+    if not dispatches:
+        return make_events([])
+    dispatches.sort(key=lambda r: r["start_host_time_ns"])
+    origin = dispatches[0]["start_host_time_ns"]
+    events = make_events([
+        {
+            "collector": "hal", "export": r["key"], "start_ns": r["start_host_time_ns"] - origin,
+            "duration_ns": r["duration_ns"], "workgroup_count": math.prod(r["workgroup_count"]),
+            "tile_count": r.get("tile_count"), "tile_duration_sum_ns": r.get("tile_duration_sum_ns"),
+        }
+        for r in dispatches
+    ])
+    placed = place_by_command_index(dispatches, commands, call_site_exports)
+    if placed is None:
+        events = match_call_sites(events, call_site_exports)
+    else:
+        events["call_site"] = pd.array(placed, dtype="Int64")
+        events["iteration"] = events.groupby("call_site").cumcount().astype("Int64")
+    return events[events["iteration"].isna() | (events["iteration"] >= warmup)].assign(
+        iteration=lambda e: e["iteration"] - warmup
+    ).reset_index(drop=True)
+
+
+def place_by_command_index(dispatches: list[dict], commands: dict[int, list[tuple[int, str]]], call_site_exports: Sequence[str]) -> list[int] | None:
+    """Call site of each dispatch record from its command buffer and command index, or None if any cannot be placed."""
+    offsets: dict[int, tuple[int, dict[int, int]]] = {}
+    next_start = 0
+    for record in dispatches:
+        buffer = record["command_buffer_id"]
+        if buffer in offsets or buffer not in commands:
+            continue
+        listed = sorted(commands[buffer])
+        exports = [export for _, export in listed]
+        start = find_run(call_site_exports, exports, next_start)
+        if start is None:
+            return None
+        offsets[buffer] = (start, {index: k for k, (index, _) in enumerate(listed)})
+        next_start = (start + len(exports)) % max(len(call_site_exports), 1)
+    placed = []
+    for record in dispatches:
+        entry = offsets.get(record["command_buffer_id"])
+        if entry is None or record["command_index"] not in entry[1]:
+            return None
+        placed.append(entry[0] + entry[1][record["command_index"]])
+    return placed
+
+
+def find_run(sequence: Sequence[str], run: list[str], start: int) -> int | None:
+    """Where ``run`` occurs as a contiguous slice of ``sequence``, searching from ``start`` then from 0."""
+    for begin in (*range(start, len(sequence)), *range(0, start)):
+        if list(sequence[begin : begin + len(run)]) == run:
+            return begin
+    return None

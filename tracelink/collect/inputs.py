@@ -1,0 +1,121 @@
+"""Inputs of the profiled function: read its signature, generate seeded random values, check user values.
+
+The signature comes from the ``abi`` phase, where every frontend's function takes ``!hal.buffer_view``
+arguments imported by ``hal.tensor.import`` ops whose result type is the builtin tensor type (so
+torch, StableHLO and linalg inputs all look the same there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from iree.compiler import ir
+
+from tracelink import TracelinkError
+from tracelink.provenance.ir_utils import new_context, parse_file, static_shape, walk
+from tracelink.provenance.regions import code_blocks
+
+NUMPY_DTYPES = {
+    "f16": np.float16, "f32": np.float32, "f64": np.float64,
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
+    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One argument of the function: its shape (-1 for dynamic sizes) and MLIR element type."""
+
+    index: int
+    shape: tuple[int, ...]
+    element_type: str
+
+    def mlir_type(self) -> str:
+        return "x".join([*("?" if d < 0 else str(d) for d in self.shape), self.element_type])
+
+
+def read_signature(abi_phase: Path, function: str) -> list[InputSpec]:
+    """The tensor arguments of ``function`` (through its ``$async`` body), in argument order."""
+    module = parse_file(abi_phase, new_context())
+    blocks = dict(code_blocks(module))
+    if function not in blocks:
+        public = [name for name, op in blocks.items() if "sym_visibility" in op.attributes and op.attributes["sym_visibility"].value == "public" and "$" not in name]
+        raise TracelinkError(f"no function '{function}' in the program (public functions: {', '.join(public) or 'none'})")
+    specs: dict[int, InputSpec] = {}
+    for name in (function + "$async", function):
+        if name not in blocks:
+            continue
+        for op in walk_imports(blocks[name]):
+            source = op.operands[0]
+            if isinstance(source, ir.BlockArgument) and source.arg_number not in specs:
+                tensor = op.results[0].type
+                specs[source.arg_number] = InputSpec(source.arg_number, static_shape(tensor) or (), str(tensor.element_type))
+        if specs:
+            break
+    return [specs[i] for i in sorted(specs)]
+
+
+def walk_imports(block: ir.Operation) -> list[ir.Operation]:
+    return [op for op in walk(block) if op.name == "hal.tensor.import"]
+
+
+def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> list[str]:
+    """Write seeded random values for every argument as ``input_<i>.npy``; return ``@path`` flags."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    flags = []
+    for spec in specs:
+        if any(d < 0 for d in spec.shape):
+            raise TracelinkError(f"input {spec.index} has a dynamic shape ({spec.mlir_type()}): pass it with --input")
+        dtype = NUMPY_DTYPES.get(spec.element_type)
+        if dtype is None:
+            raise TracelinkError(f"input {spec.index} has element type {spec.element_type}, which tracelink cannot generate: pass it with --input")
+        if np.issubdtype(dtype, np.floating):
+            values = rng.uniform(-1.0, 1.0, size=spec.shape).astype(dtype)
+        elif dtype is np.bool_:
+            values = rng.integers(0, 2, size=spec.shape).astype(np.bool_)
+        else:  # small non-negative integers stay valid as indices (token ids, gather positions)
+            values = rng.integers(0, 8, size=spec.shape).astype(dtype)
+        path = directory / f"input_{spec.index}.npy"
+        np.save(path, values)
+        flags.append(f"@{path}")
+    return flags
+
+
+def check_inputs(values: list[str], specs: list[InputSpec]) -> None:
+    """Check user ``--input`` values (iree-run-module syntax) against the signature, one clear line each."""
+    if len(values) != len(specs):
+        expected = ", ".join(s.mlir_type() for s in specs)
+        raise TracelinkError(f"{len(values)} inputs given, the function takes {len(specs)} ({expected})")
+    for value, spec in zip(values, specs):
+        given = described_type(value)
+        if given is not None and given != (spec.shape, spec.element_type) and not dynamic_match(given, spec):
+            raise TracelinkError(f"input {spec.index}: expected {spec.mlir_type()}, got {value.split('=')[0] if '=' in value else value} ({'x'.join(map(str, [*given[0], given[1]]))})")
+
+
+def described_type(value: str) -> tuple[tuple[int, ...], str] | None:
+    """Shape and element type of an input value: from a ``.npy`` file or a ``AxBxT=...`` prefix."""
+    if value.startswith("@") and value.endswith(".npy"):
+        path = Path(value[1:])
+        if not path.is_file():
+            raise TracelinkError(f"{path}: input file not found")
+        array = np.load(path, mmap_mode="r")
+        element = next((name for name, dtype in NUMPY_DTYPES.items() if np.dtype(dtype) == array.dtype and not name.startswith("si")), str(array.dtype))
+        return tuple(array.shape), element
+    if "=" in value or "x" in value:
+        parts = value.split("=", 1)[0].split("x")
+        try:
+            return tuple(int(p) for p in parts[:-1]), parts[-1]
+        except ValueError:
+            return None
+    return None
+
+
+def dynamic_match(given: tuple[tuple[int, ...], str], spec: InputSpec) -> bool:
+    """Whether a concrete shape fits a signature with dynamic sizes (signed/signless ints alike)."""
+    shape, element = given
+    same_element = element.removeprefix("s") == spec.element_type.removeprefix("s")
+    return same_element and len(shape) == len(spec.shape) and all(d < 0 or d == g for d, g in zip(spec.shape, shape))

@@ -1,0 +1,212 @@
+"""`tracelink profile`: compile → provenance → collect → aggregate, written to one directory.
+
+Each stage writes what it produced before the next starts, so a failure later (a crashing program,
+a timeout) leaves the compiled artifacts and the provenance graph on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tracelink import TracelinkError, __version__
+from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
+from tracelink.collect.hal import hal_events, run_hal_profile
+from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
+from tracelink.compile import CompileOptions, compile_manifest_entries, compile_program, write_manifest
+from tracelink.profile_dir import Profile, write_profile
+from tracelink.provenance.build import build_provenance, phase_dump
+from tracelink.provenance.graph import audit_of, write_graph
+from tracelink.provenance.program import read_input_program
+
+COLLECTORS = ("hal",)
+
+
+@dataclass
+class ProfileOptions:
+    """What to run and how: everything `tracelink profile` takes besides the program and directory."""
+
+    function: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    parameters: list[str] = field(default_factory=list)
+    repetitions: int = 10
+    warmup: int = 1
+    seed: int = 0
+    timeout_s: float = 600.0
+    collector: str = "hal"
+    compile: CompileOptions = field(default_factory=CompileOptions)
+
+
+def choose_function(public: list[str], requested: str | None, program: Path) -> str:
+    """The function to profile: the requested one, else the only or first public one."""
+    if requested is not None:
+        if requested not in public:
+            raise TracelinkError(f"{program}: no public function '{requested}' (public functions: {', '.join(public) or 'none'})")
+        return requested
+    if not public:
+        raise TracelinkError(f"{program}: no public function to profile")
+    return public[0]
+
+
+def profile(program: Path, out: Path, options: ProfileOptions, console: Console | None = None) -> Profile:
+    """Profile ``program`` into directory ``out`` and return the result (also written to ``out``)."""
+    console = console or Console(stderr=True)
+    program = Path(program).resolve()
+    out = Path(out)
+    artifacts = out / "artifacts"
+    if not program.is_file():
+        raise TracelinkError(f"{program}: input program not found")
+    timings: dict[str, float] = {}
+
+    def stage(name: str, started: float) -> None:
+        timings[name] = round(time.perf_counter() - started, 4)
+
+    started = time.perf_counter()
+    with console.status("reading the input program"):
+        source = read_input_program(program)
+    entry = choose_function([f.name for f in source.functions if f.public], options.function, program)
+    stage("parse_input", started)
+
+    started = time.perf_counter()
+    with console.status(f"compiling {program.name} with iree-compile"):
+        compiled = compile_program(program, artifacts, options.compile)
+    compile_entries = compile_manifest_entries(compiled, options.compile)
+    write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
+    stage("compile", started)
+
+    started = time.perf_counter()
+    with console.status("building the provenance graph"):
+        provenance = build_provenance(source, artifacts, entry)
+    write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
+    stage("provenance", started)
+
+    started = time.perf_counter()
+    specs = read_signature(phase_dump(compiled.phases, "abi"), entry)
+    if options.inputs:
+        check_inputs(options.inputs, specs)
+        inputs = list(options.inputs)
+    else:
+        inputs = generate_inputs(specs, artifacts / "inputs", options.seed)
+    run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
+    with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, HAL profiling)"):
+        jsonl = run_hal_profile(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s)
+        events = hal_events(jsonl, run_exports, warmup=options.warmup)
+    stage("run", started)
+    if events.empty:
+        raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
+
+    started = time.perf_counter()
+    graph = provenance.graph
+    call_sites = call_site_table(events, graph)
+    result = Profile(
+        directory=out,
+        summary={},
+        events=events,
+        call_sites=call_sites,
+        exports=export_table(events, graph),
+        source_ops=source_op_table(events, graph),
+        source_lines=source_line_table(events, graph),
+        graph=graph,
+    )
+    stage("aggregate", started)
+    iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
+    total = float(events["duration_ns"].sum())
+    result.summary = {
+        "program": str(program),
+        "function": entry,
+        "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
+        "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
+        "collector": options.collector,
+        "inputs": inputs,
+        "repetitions": options.repetitions,
+        "warmup": options.warmup,
+        "iterations": iterations,
+        "total_dispatch_ns": total,
+        "dispatch_ns_per_iteration": total / iterations if iterations else 0.0,
+        "coverage": coverage(events, call_sites, graph),
+        "audit": audit_of(graph),
+        "timings_s": timings,
+    }
+    write_profile(result)
+    write_manifest(artifacts, {"timings_s": timings})
+    return result
+
+
+def print_summary(result: Profile, console: Console, top: int = 10) -> None:
+    """The hottest source lines and dispatches, and the coverage figures."""
+    summary = result.summary
+    cover = summary["coverage"]
+    console.print(
+        f"[bold]{Path(summary['program']).name}[/] @{summary['function']}: {summary['iterations']} iterations, "
+        f"{summary['dispatch_ns_per_iteration'] / 1e6:.3f} ms of dispatches per iteration; "
+        f"{cover['dispatch_time_attributed_share']:.1%} of dispatch time attributed to source lines, "
+        f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
+    )
+    lines = Table(title="Hottest source lines (inclusive)", title_justify="left")
+    for column in ("line", "share", "ms/iter", "call sites"):
+        lines.add_column(column, justify="right" if column != "line" else "left")
+    for row in result.source_lines.head(top).itertuples():
+        lines.add_row(f"{row.file}:{row.line}", f"{row.share:.1%}", f"{row.mean_ns / 1e6:.4f}", row.call_site_ids or "")
+    console.print(lines)
+    dispatches = Table(title="Hottest dispatches", title_justify="left")
+    for column in ("#", "export", "root op", "source", "mean ms", "p90 ms", "share"):
+        dispatches.add_column(column, justify="right" if column in ("#", "mean ms", "p90 ms", "share") else "left")
+    for row in result.call_sites.sort_values("total_ns", ascending=False).head(top).itertuples():
+        dispatches.add_row(str(row.call_site), row.export, row.root_op, row.loc, f"{row.mean_ns / 1e6:.4f}", f"{row.p90_ns / 1e6:.4f}", f"{row.share:.1%}")
+    console.print(dispatches)
+    audit = cover["audit_counts"]
+    console.print(
+        "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
+        + f"\nwritten to {result.directory}/"
+    )
+
+
+def options_from_args(args: argparse.Namespace) -> ProfileOptions:
+    return ProfileOptions(
+        function=args.function,
+        inputs=args.input,
+        parameters=args.parameters,
+        repetitions=args.repetitions,
+        warmup=args.warmup,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        collector=args.collector,
+        compile=CompileOptions(
+            target_cpu=args.target_cpu,
+            input_type=args.iree_input_type,
+            tuning_spec=args.tuning_spec,
+            extra_flags=args.compile_flag,
+            timeout_s=args.timeout,
+        ),
+    )
+
+
+def run_profile_command(args: argparse.Namespace) -> int:
+    console = Console()
+    result = profile(args.program, args.output, options_from_args(args), Console(stderr=True))
+    print_summary(result, console)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("profile", help="compile, run and profile a program; map time to source lines")
+    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
+    parser.add_argument("--function", help="function to run (default: the only or first public one)")
+    parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
+    parser.add_argument("--parameters", action="append", default=[], help="parameter archive, e.g. model=weights.irpa")
+    parser.add_argument("--repetitions", type=int, default=10, help="measured calls of the function (default 10)")
+    parser.add_argument("--warmup", type=int, default=1, help="calls before measuring (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
+    parser.add_argument("--collector", choices=COLLECTORS, default="hal", help="how runtime is measured")
+    parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu (default host)")
+    parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
+    parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")
+    parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds each tool may take (default 600)")
+    parser.set_defaults(handler=run_profile_command)

@@ -1,0 +1,1 @@
+"""Provenance stage: map every dispatch call site back to the input ops it came from."""

@@ -1,0 +1,45 @@
+"""Build the provenance of a compiled program from its input and the compiler's dumps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+
+from tracelink import TracelinkError
+from tracelink.provenance.call_sites import CallSite, host_location_frames, read_call_sites
+from tracelink.provenance.executables import ExportInfo, read_exports
+from tracelink.provenance.graph import build_graph
+from tracelink.provenance.ir_utils import new_context, parse_file
+from tracelink.provenance.program import InputProgram
+from tracelink.provenance.regions import read_regions
+
+
+@dataclass
+class Provenance:
+    graph: nx.DiGraph
+    call_sites: list[CallSite]
+    exports: dict[str, ExportInfo]
+
+
+def phase_dump(phases: Path, phase: str) -> Path:
+    """The dump of one compilation phase (``<module>.<n>.<phase>.mlir``)."""
+    found = sorted(phases.glob(f"*.{phase}.mlir"))
+    if not found:
+        raise TracelinkError(f"{phases}: no '{phase}' phase dump (was the program compiled by tracelink?)")
+    return found[0]
+
+
+def build_provenance(program: InputProgram, artifacts: Path, entry: str) -> Provenance:
+    """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``."""
+    context = new_context()
+    phases = artifacts / "phases"
+    enclosing = program.enclosing_locations
+    hal_module = parse_file(phase_dump(phases, "hal"), context)
+    call_sites = read_call_sites(hal_module, entry, enclosing)
+    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), enclosing, context)
+    exports = read_exports(artifacts / "executables", artifacts, context)
+    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, enclosing))
+    graph.graph["entry"] = entry
+    return Provenance(graph, call_sites, exports)

@@ -1,0 +1,77 @@
+"""Exports of the dumped executables: root op, shapes, tile configuration and dump files.
+
+Read from the configured sources (``configured_module_<executable>.mlir``), where codegen has put a
+``lowering_config`` on the ops it tiles; the root op is the heaviest of those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink.provenance.ir_utils import attr, new_context, parse_file, symbol_name, walk
+from tracelink.provenance.regions import iteration_space
+
+
+@dataclass
+class ExportInfo:
+    """One dispatch function as compiled."""
+
+    name: str
+    executable: str
+    root_op: str
+    shapes: str  # operand and result types of the root op
+    lowering_config: str
+    workgroup_size: str
+    source_file: str  # the executable's dumped source, relative to the artifacts directory
+    configured_file: str
+    benchmark_file: str
+
+
+def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | None = None) -> dict[str, ExportInfo]:
+    """Every export in the configured executable dumps, by export name."""
+    context = context or new_context()
+    exports: dict[str, ExportInfo] = {}
+    for configured in sorted(executables_dir.glob("configured_module_*.mlir")):
+        stem = configured.name.removeprefix("configured_")[: -len(".mlir")]
+        benchmarks = sorted(executables_dir.glob(f"{stem}_*benchmark.mlir"))
+        module = parse_file(configured, context)
+        functions = {symbol_name(op): op for op in walk(module.operation) if op.name == "func.func"}
+        for op in walk(module.operation):
+            if op.name == "hal.executable":
+                executable = symbol_name(op) or stem
+            if op.name != "hal.executable.export":
+                continue
+            name = symbol_name(op) or "?"
+            root = root_op(functions.get(name))
+            size = attr(op, "workgroup_size")
+            exports[name] = ExportInfo(
+                name=name,
+                executable=executable,
+                root_op=root.name if root else "unknown",
+                shapes=op_shapes(root) if root else "",
+                lowering_config=str(attr(root, "lowering_config")) if root else "",
+                workgroup_size=str(size) if size is not None else "",
+                source_file=str((executables_dir / f"{stem}.mlir").relative_to(artifacts)),
+                configured_file=str(configured.relative_to(artifacts)),
+                benchmark_file=str(benchmarks[0].relative_to(artifacts)) if benchmarks else "",
+            )
+    return exports
+
+
+def root_op(function: ir.Operation | None) -> ir.Operation | None:
+    """The heaviest op carrying a lowering configuration (codegen's root), else the heaviest linalg op."""
+    if function is None:
+        return None
+    configured = [op for op in walk(function) if "lowering_config" in op.attributes]
+    candidates = configured or [op for op in walk(function) if op.name.startswith(("linalg.", "iree_linalg_ext."))]
+    return max(candidates, key=iteration_space, default=None)
+
+
+def op_shapes(op: ir.Operation) -> str:
+    """``(in types) -> (out types)`` of an op, types as MLIR prints them."""
+    ins = ", ".join(str(v.type) for v in op.operands)
+    outs = ", ".join(str(r.type) for r in op.results)
+    return f"({ins}) -> ({outs})"

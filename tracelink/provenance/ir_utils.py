@@ -1,0 +1,82 @@
+"""Small helpers over the MLIR Python bindings: parsing with clear errors, walking, attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink import TracelinkError
+
+
+def parse_file(path: Path, context: ir.Context) -> ir.Module:
+    """Parse an MLIR file; a parse error becomes one line naming the file and position."""
+    try:
+        return ir.Module.parseFile(str(path), context)
+    except ir.MLIRError as error:
+        diagnostics = getattr(error, "error_diagnostics", [])
+        detail = "; ".join(f"{d.location}: {d.message}" for d in diagnostics[:2]) or str(error).splitlines()[0]
+        raise TracelinkError(f"{path}: MLIR parse error: {detail}") from error
+
+
+def new_context() -> ir.Context:
+    """A context that parses IREE's dialects and inputs from any frontend (unknown ops allowed)."""
+    context = ir.Context()
+    context.allow_unregistered_dialects = True
+    return context
+
+
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """Every operation nested in ``op`` (pre-order, program order), not ``op`` itself."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from walk(child)
+
+
+def top_level(module: ir.Module) -> Iterator[ir.Operation]:
+    """The operations directly in the module body."""
+    for op in module.body.operations:
+        yield op.operation
+
+
+def attr(op: ir.Operation, name: str) -> ir.Attribute | None:
+    """An attribute of ``op`` or None."""
+    return op.attributes[name] if name in op.attributes else None
+
+
+def symbol_name(op: ir.Operation) -> str | None:
+    """The ``sym_name`` of ``op`` as a plain string."""
+    value = attr(op, "sym_name")
+    return value.value if value is not None else None
+
+
+def symbol_ref_leaf(value: ir.Attribute) -> str:
+    """The last name of a symbol reference ``@a::@b::@c`` → ``c``."""
+    return value.value if isinstance(value, ir.FlatSymbolRefAttr) else list(value.value)[-1]
+
+
+def symbol_ref_root(value: ir.Attribute) -> str:
+    """The first name of a symbol reference ``@a::@b::@c`` → ``a``."""
+    return value.value if isinstance(value, ir.FlatSymbolRefAttr) else list(value.value)[0]
+
+
+def static_shape(value_type: ir.Type) -> tuple[int, ...] | None:
+    """The shape of a ranked tensor/memref type, dynamic sizes as -1; None for other types."""
+    if not isinstance(value_type, ir.ShapedType) or not value_type.has_rank:
+        return None
+    return tuple(-1 if value_type.is_dynamic_dim(i) else value_type.get_dim_size(i) for i in range(value_type.rank))
+
+
+def int_constant(value: ir.Value) -> int | None:
+    """The integer a value holds when an ``arith.constant`` defines it, else None."""
+    owner = value.owner
+    if not isinstance(owner, ir.Operation):
+        owner = getattr(owner, "operation", None)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    constant = attr(owner, "value")
+    return constant.value if isinstance(constant, ir.IntegerAttr) else None

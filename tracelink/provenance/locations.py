@@ -1,0 +1,99 @@
+"""Normalise MLIR locations into hashable source locations, using the typed location classes.
+
+A location is flattened into *frames*: a call-site location ``callsite(A at B)`` becomes the frames
+of A followed by those of B (innermost first, like a Python stack). IREE wraps every location in the
+dumps as ``callsite(<op's own loc> at <enclosing function's loc>)``; that trailing frame is dropped
+by :func:`strip_enclosing`. A frame that is a name, file or fused location stays whole, so its key
+is the same text in the input program and in the dumps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """One file:line:col a location points at."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A normalised location: its frames (innermost first), names and every position in it."""
+
+    frames: tuple[str, ...]
+    names: tuple[str, ...]
+    positions: tuple[Position, ...]
+
+    @property
+    def known(self) -> bool:
+        return bool(self.frames)
+
+    @property
+    def name(self) -> str | None:
+        return self.names[0] if self.names else None
+
+    def display(self) -> str:
+        """Short text for tables: ``name @ file:line:col`` (innermost position)."""
+        where = str(self.positions[0]) if self.positions else (self.frames[0] if self.frames else "unknown")
+        return f"{self.name} @ {where}" if self.name and self.positions else where
+
+
+def frames_of(loc: ir.Location) -> list[ir.Location]:
+    """Flatten call-site locations into frames, innermost first; unknown locations give none."""
+    if isinstance(loc, ir.CallSiteLoc):
+        return frames_of(loc.callee) + frames_of(loc.caller)
+    if isinstance(loc, ir.UnknownLoc):
+        return []
+    return [loc]
+
+
+def names_of(loc: ir.Location) -> list[str]:
+    """Every name in a location (NameLoc), outermost wrapper first, through fused and call sites."""
+    if isinstance(loc, ir.NameLoc):
+        return [loc.name_str, *names_of(loc.child_loc)]
+    if isinstance(loc, ir.CallSiteLoc):
+        return names_of(loc.callee) + names_of(loc.caller)
+    if isinstance(loc, ir.FusedLoc):
+        return [name for member in loc.locations for name in names_of(member)]
+    return []
+
+
+def positions_of(loc: ir.Location) -> list[Position]:
+    """Every file:line:col in a location, innermost first, through names, fused and call sites."""
+    if isinstance(loc, ir.FileLineColLoc):
+        return [Position(loc.filename, loc.start_line, loc.start_col)]
+    if isinstance(loc, ir.NameLoc):
+        return positions_of(loc.child_loc)
+    if isinstance(loc, ir.CallSiteLoc):
+        return positions_of(loc.callee) + positions_of(loc.caller)
+    if isinstance(loc, ir.FusedLoc):
+        return [position for member in loc.locations for position in positions_of(member)]
+    return []
+
+
+def normalise(loc: ir.Location, enclosing: frozenset[str] = frozenset()) -> SourceLocation:
+    """Turn a location into a :class:`SourceLocation`, dropping a trailing enclosing-function frame."""
+    frames = strip_enclosing(frames_of(loc), enclosing)
+    names: list[str] = []
+    positions: list[Position] = []
+    for frame in frames:
+        names.extend(names_of(frame))
+        positions.extend(p for p in positions_of(frame) if p not in positions)
+    return SourceLocation(tuple(str(f) for f in frames), tuple(dict.fromkeys(names)), tuple(positions))
+
+
+def strip_enclosing(frames: list[ir.Location], enclosing: frozenset[str]) -> list[ir.Location]:
+    """Drop the outermost frame when it is the location of an enclosing function (IREE's wrapper)."""
+    if len(frames) > 1 and str(frames[-1]) in enclosing:
+        return frames[:-1]
+    return frames

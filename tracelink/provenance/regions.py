@@ -1,0 +1,146 @@
+"""Dispatch regions before deduplication: which source locations each dispatch call site computes.
+
+IREE deduplicates identical executables, so a dumped executable shows only its first call site's
+locations. The ``dispatch-creation`` phase still has every ``flow.dispatch.workgroups`` region inline,
+each with the ops (and fused producers' scalar body ops) of its own call site. The ``flow`` phase has
+the same dispatches, in the same order, naming the (deduplicated) export each one calls.
+
+Cost estimate used to split a dispatch's time between its source ops: each structured op costs its
+iteration-space size × its body ops; each body op's share goes to that body op's own location (that is
+where fused elementwise producers survive), or to the structured op's location when the body op has
+none of its own. The iteration space comes from ``indexing_maps`` when the op carries them; for ops
+without maps and two inputs (named contractions/convolutions) it is sqrt(|lhs|·|rhs|·|out|), exact for
+matmuls and an under-estimate for convolutions; otherwise the largest operand's element count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink.provenance.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
+from tracelink.provenance.locations import SourceLocation, normalise
+
+STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
+NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
+CODE_OPS = ("util.func", "func.func", "util.initializer")
+
+
+@dataclass
+class DispatchRegion:
+    """One dispatch call site as formed by dispatch creation."""
+
+    function: str
+    ordinal: int
+    location: SourceLocation
+    root_op: str
+    costs: dict[SourceLocation, float] = field(default_factory=dict)
+    export: str | None = None
+
+
+def elements(shape: tuple[int, ...] | None) -> int:
+    """Element count of a static shape, dynamic sizes counted as 1."""
+    return math.prod(max(size, 1) for size in shape) if shape else 1
+
+
+def iteration_space(op: ir.Operation) -> float:
+    """Estimated iteration-space size of a structured op (see the module docstring)."""
+    shapes = [static_shape(value.type) for value in op.operands]
+    maps = attr(op, "indexing_maps")
+    if maps is not None and isinstance(maps, ir.ArrayAttr):
+        sizes: dict[int, int] = {}
+        for shape, map_attr in zip(shapes, maps):
+            affine_map = map_attr.value
+            for result_index, expr in enumerate(affine_map.results):
+                if shape and isinstance(expr, ir.AffineDimExpr) and shape[result_index] > 0:
+                    sizes[expr.position] = shape[result_index]
+        return float(math.prod(sizes.values())) if sizes else 1.0
+    result_shapes = [static_shape(r.type) for r in op.results] or shapes[-1:]
+    tensor_inputs = [s for s in shapes[: len(shapes) - len(result_shapes)] if s]
+    if len(tensor_inputs) >= 2 and result_shapes and result_shapes[0]:
+        return math.sqrt(elements(tensor_inputs[0]) * elements(tensor_inputs[1]) * elements(result_shapes[0]))
+    return float(max((elements(s) for s in shapes + result_shapes if s), default=1))
+
+
+def body_ops(op: ir.Operation) -> list[ir.Operation]:
+    """The scalar ops in a structured op's body, without its terminator."""
+    return [child for child in walk(op) if not child.name.endswith("yield")]
+
+
+def region_costs(region_op: ir.Operation, enclosing: frozenset[str]) -> tuple[dict[SourceLocation, float], str]:
+    """Cost per source location in one dispatch region, and the name of its heaviest op at its own location."""
+    own = normalise(region_op.location, enclosing)
+    costs: dict[SourceLocation, float] = defaultdict(float)
+    heaviest: tuple[float, str] = (-1.0, "")
+    for op in structured_ops(region_op):
+        space = iteration_space(op)
+        op_location = normalise(op.location, enclosing)
+        scalar_ops = body_ops(op)
+        for scalar in scalar_ops:
+            scalar_location = normalise(scalar.location, enclosing)
+            costs[scalar_location if scalar_location.known else op_location] += space
+        if not scalar_ops:
+            costs[op_location] += space
+        weight = space * max(1, len(scalar_ops))
+        if op_location == own and weight > heaviest[0]:
+            heaviest = (weight, op.name)
+    return dict(costs), heaviest[1] or "unknown"
+
+
+def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
+    """Compute ops in a dispatch region, not descending into their own bodies."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name.startswith(STRUCTURED_PREFIXES) and child.name not in NOT_COMPUTE:
+                        found.append(child)
+                    else:
+                        visit(child)
+
+    visit(region_op)
+    return found
+
+
+def read_regions(dispatch_creation: Path, flow: Path, enclosing: frozenset[str], context: ir.Context | None = None) -> list[DispatchRegion]:
+    """Every dispatch region with its costs per location, and the export the flow phase gives it."""
+    context = context or new_context()
+    regions: list[DispatchRegion] = []
+    # Keep each module referenced while walking it: the bindings free a module's ops with it.
+    created = parse_file(dispatch_creation, context)
+    for code_name, code_op in code_blocks(created):
+        ordinal = 0
+        for op in walk(code_op):
+            if op.name == "flow.dispatch.workgroups":
+                costs, root_op = region_costs(op, enclosing)
+                regions.append(DispatchRegion(code_name, ordinal, normalise(op.location, enclosing), root_op, costs))
+                ordinal += 1
+    exports: dict[tuple[str, int], str] = {}
+    outlined = parse_file(flow, context)
+    for code_name, code_op in code_blocks(outlined):
+        dispatches = [op for op in walk(code_op) if op.name == "flow.dispatch"]
+        for ordinal, op in enumerate(dispatches):
+            exports[(code_name, ordinal)] = symbol_ref_leaf(attr(op, "entry_points")[0])
+    for region in regions:
+        region.export = exports.get((region.function, region.ordinal))
+    return regions
+
+
+def code_blocks(module: ir.Module) -> list[tuple[str, ir.Operation]]:
+    """Functions and initializers with a name each (initializers numbered in order)."""
+    blocks: list[tuple[str, ir.Operation]] = []
+    initializers = 0
+    for op in top_level(module):
+        if op.name == "util.initializer":
+            blocks.append((f"_initializer_{initializers}", op))
+            initializers += 1
+        elif op.name in CODE_OPS:
+            blocks.append((symbol_name(op) or "?", op))
+    return blocks
