@@ -43,8 +43,10 @@ class SourceLocation:
         return self.names[0] if self.names else None
 
     def display(self) -> str:
-        """Short text for tables: ``name @ file:line:col`` (innermost position)."""
+        """Short text for tables: ``name @ file:line:col``, plus ``← caller`` for call stacks."""
         where = str(self.positions[0]) if self.positions else (self.frames[0] if self.frames else "unknown")
+        if len(self.frames) > 1 and len(self.positions) > 1:
+            where += f" ← {self.positions[-1]}"
         return f"{self.name} @ {where}" if self.name and self.positions else where
 
 
@@ -93,7 +95,11 @@ def normalise(loc: ir.Location, enclosing: frozenset[str] = frozenset()) -> Sour
 
 
 def strip_enclosing(frames: list[ir.Location], enclosing: frozenset[str]) -> list[ir.Location]:
-    """Drop the outermost frame when it is the location of an enclosing function (IREE's wrapper)."""
-    if len(frames) > 1 and str(frames[-1]) in enclosing:
+    """Drop the outermost frame when it is the location of an enclosing function (IREE's wrapper).
+
+    A location that is nothing but a function's location (ops the compiler created with the
+    function's location) says nothing about which op it came from: it becomes unknown.
+    """
+    if frames and str(frames[-1]) in enclosing:
         return frames[:-1]
     return frames
