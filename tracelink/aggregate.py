@@ -188,15 +188,15 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
 
 def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) -> dict:
     """How much of the run the mapping explains, and the audit counts."""
-    located = {
-        int(row.call_site) for row in call_sites.itertuples()
-        if row.source_lines
-    }
+    # a call site is mapped when any source op (file:line, or a bare name such as an ONNX node) feeds it
+    located = {int(row.call_site) for row in call_sites.itertuples() if row.root_ops or row.producer_ops}
     total = float(events["duration_ns"].sum())
-    attributed = float(events.loc[events["call_site"].isin(located), "duration_ns"].sum()) if total else 0.0
+    attributed = float(events.loc[events["call_site"].isin(located), "duration_ns"].sum())
+    with_lines = float(events.loc[events["call_site"].isin(call_sites.loc[call_sites["source_lines"] != "", "call_site"]), "duration_ns"].sum())
     audit = audit_of(graph)
     return {
         "dispatch_time_attributed_share": attributed / total if total else 0.0,
+        "dispatch_time_with_source_lines_share": with_lines / total if total else 0.0,
         "call_sites": len(call_sites),
         "call_sites_mapped": len(located),
         "call_sites_mapped_share": len(located) / len(call_sites) if len(call_sites) else 0.0,
