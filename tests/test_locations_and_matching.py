@@ -1,0 +1,59 @@
+"""Location normalisation (typed MLIR locations) and matching events to call sites."""
+
+from __future__ import annotations
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from iree.compiler import ir
+
+from tracelink.collect.events import make_events, match_call_sites
+from tracelink.provenance.locations import Position, normalise
+
+
+def location(text: str) -> ir.Location:
+    module = ir.Module.parse(f"module {{\n  func.func private @f() {text}\n}}", ir.Context())
+    return module.body.operations[0].location
+
+
+def test_callsite_frames_names_and_positions():
+    loc = normalise(location('loc(callsite("blk.conv"("net.py":13:15) at callsite("net.py":41:13 at "main.py":7:1)))'))
+    assert loc.names == ("blk.conv",)
+    assert loc.positions == (Position("net.py", 13, 15), Position("net.py", 41, 13), Position("main.py", 7, 1))
+    assert loc.display() == "blk.conv @ net.py:13:15 ← main.py:7:1"
+
+
+def test_enclosing_function_wrapper_is_stripped_and_alone_is_unknown():
+    enclosing = frozenset({str(location('loc("app.mlir":1:1)'))})
+    wrapped = normalise(location('loc(callsite("fc"("m.py":3:1) at "app.mlir":1:1))'), enclosing)
+    assert wrapped == normalise(location('loc("fc"("m.py":3:1))'))
+    assert not normalise(location('loc("app.mlir":1:1)'), enclosing).known
+
+
+def test_fused_members_all_count():
+    loc = normalise(location('loc(fused<"jax">["a"("x.py":1:2), "b"("y.py":3:4)])'))
+    assert loc.names == ("a", "b")
+    assert loc.positions == (Position("x.py", 1, 2), Position("y.py", 3, 4))
+    assert not normalise(location("loc(unknown)")).known
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    exports=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=8),
+    iterations=st.integers(1, 4),
+    data=st.data(),
+)
+def test_matching_recovers_call_sites_when_exports_overlap(exports, iterations, data):
+    truth = [(i, site) for i in range(iterations) for site in range(len(exports))]
+    # the runtime may overlap independent dispatches: any order that keeps each export's own order
+    order = data.draw(st.permutations(range(len(truth))))
+    order = sorted(order, key=lambda k: (exports[truth[k][1]], k))  # per export, program order
+    shuffled = [truth[k] for k in order]
+    events = make_events(pd.DataFrame({"export": [exports[site] for _, site in shuffled]}))
+    matched = match_call_sites(events, exports)
+    assert list(zip(matched["iteration"], matched["call_site"])) == shuffled
+
+
+def test_unknown_export_stays_unmatched():
+    matched = match_call_sites(make_events(pd.DataFrame({"export": ["x", "a"]})), ["a"])
+    assert matched["call_site"].isna().tolist() == [True, False]
