@@ -82,6 +82,9 @@ def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
         *TARGET_FLAGS,
         f"--iree-llvmcpu-target-cpu={options.target_cpu}",
         "--mlir-print-debuginfo",
+        # Weights would be printed into every phase dump; constants IREE inlines into dispatches
+        # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
+        "--mlir-elide-elementsattrs-if-larger=4096",
         f"--dump-compilation-phases-to={artifacts / 'phases'}",
         f"--iree-hal-dump-executable-sources-to={executables}",
         f"--iree-hal-dump-executable-configurations-to={executables}",
