@@ -9,15 +9,13 @@ with a manifest of flags, tool versions and timings.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
+from tracelink.tools import ToolRun, compiler_version, tool_path
 
 TARGET_FLAGS = (
     "--iree-hal-target-device=local",
@@ -49,31 +47,6 @@ class CompileResult:
     flags: list[str]
     seconds: float
 
-    def phase_file(self, phase: str) -> Path:
-        """The dump of one compilation phase, e.g. ``phase_file("hal")``."""
-        matches = sorted(self.phases.glob(f"*.{phase}.mlir"))
-        if not matches:
-            raise TracelinkError(f"{self.phases}: the compiler wrote no '{phase}' phase dump")
-        return matches[0]
-
-
-def tool_path(name: str) -> str:
-    """Path of an IREE command-line tool installed beside the running Python (the venv's bin/)."""
-    beside_python = Path(sys.executable).parent / name
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which(name)
-    if found is None:
-        raise TracelinkError(f"{name} not found: install iree-base-compiler and iree-base-runtime 3.13.0")
-    return found
-
-
-def compiler_version() -> str:
-    """The version line `iree-compile --version` prints (e.g. 'IREE (https://iree.dev): ...')."""
-    out = subprocess.run([tool_path("iree-compile"), "--version"], capture_output=True, text=True, check=False)
-    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return " ".join(lines[:2])
-
 
 def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
     """The iree-compile flags for a profiling build, dumps going under ``artifacts``."""
@@ -100,48 +73,48 @@ def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
     return flags + list(options.extra_flags)
 
 
-def first_diagnostics(stderr: str, limit: int = 3) -> str:
+def first_diagnostics(output: str, limit: int = 3) -> str:
     """The compiler's first error lines (``file:line:col: error: ...``), joined on one line."""
-    errors = [line.strip() for line in stderr.splitlines() if ": error:" in line]
-    chosen = errors[:limit] or [line.strip() for line in stderr.splitlines() if line.strip()][:limit]
+    errors = [line.strip() for line in output.splitlines() if ": error:" in line]
+    chosen = errors[:limit] or [line.strip() for line in output.splitlines() if line.strip()][:limit]
     return " | ".join(chosen) or "no diagnostics printed"
 
 
-def compile_program(input_path: Path, artifacts: Path, options: CompileOptions) -> CompileResult:
-    """Compile ``input_path`` for llvm-cpu with debug locations and all dumps into ``artifacts``.
+class PendingCompile:
+    """An ``iree-compile`` run started in the background; :meth:`finish` waits for its result."""
 
-    The compiler log is kept in ``artifacts/compile.log`` whether or not compilation succeeds.
-    """
-    input_path = Path(input_path).resolve()
-    if not input_path.is_file():
-        raise TracelinkError(f"{input_path}: input program not found")
-    if options.tuning_spec is not None and not Path(options.tuning_spec).is_file():
-        raise TracelinkError(f"{options.tuning_spec}: tuning spec not found")
-    artifacts.mkdir(parents=True, exist_ok=True)
-    vmfb = artifacts / "app.vmfb"
-    flags = compile_flags(options, artifacts)
-    command = [tool_path("iree-compile"), str(input_path), "-o", str(vmfb), *flags]
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout_s, check=False)
-    except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{input_path}: iree-compile did not finish within {options.timeout_s:g} s") from error
-    seconds = time.perf_counter() - started
-    (artifacts / "compile.log").write_text(" ".join(command) + "\n\n" + done.stdout + done.stderr)
-    if done.returncode != 0:
-        raise TracelinkError(
-            f"{input_path}: iree-compile failed (exit {done.returncode}): {first_diagnostics(done.stderr)}"
-            f" (full log: {artifacts / 'compile.log'})"
+    def __init__(self, input_path: Path, artifacts: Path, options: CompileOptions) -> None:
+        self.input_path = Path(input_path).resolve()
+        if not self.input_path.is_file():
+            raise TracelinkError(f"{self.input_path}: input program not found")
+        if options.tuning_spec is not None and not Path(options.tuning_spec).is_file():
+            raise TracelinkError(f"{options.tuning_spec}: tuning spec not found")
+        artifacts.mkdir(parents=True, exist_ok=True)
+        self.artifacts = artifacts
+        self.options = options
+        self.flags = compile_flags(options, artifacts)
+        self.vmfb = artifacts / "app.vmfb"
+        self.started = time.perf_counter()
+        command = [tool_path("iree-compile"), str(self.input_path), "-o", str(self.vmfb), *self.flags]
+        self.run = ToolRun(command, artifacts / "compile.log", f"{self.input_path}: iree-compile")
+
+    def finish(self) -> CompileResult:
+        """Wait for the compiler; its log stays in ``artifacts/compile.log`` whether or not it succeeds."""
+        self.run.wait(self.options.timeout_s, explain=first_diagnostics)
+        return CompileResult(
+            input_path=self.input_path,
+            artifacts=self.artifacts,
+            vmfb=self.vmfb,
+            phases=self.artifacts / "phases",
+            executables=self.artifacts / "executables",
+            flags=self.flags,
+            seconds=time.perf_counter() - self.started,
         )
-    return CompileResult(
-        input_path=input_path,
-        artifacts=artifacts,
-        vmfb=vmfb,
-        phases=artifacts / "phases",
-        executables=artifacts / "executables",
-        flags=flags,
-        seconds=seconds,
-    )
+
+
+def compile_program(input_path: Path, artifacts: Path, options: CompileOptions) -> CompileResult:
+    """Compile ``input_path`` for llvm-cpu with debug locations and all dumps into ``artifacts``."""
+    return PendingCompile(input_path, artifacts, options).finish()
 
 
 def write_manifest(artifacts: Path, entries: dict) -> Path:

@@ -16,9 +16,9 @@ from rich.table import Table
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
-from tracelink.collect.hal import hal_events, run_hal_profile
+from tracelink.collect.hal import export_hal_profile, hal_events, start_hal_profile
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
-from tracelink.compile import CompileOptions, compile_manifest_entries, compile_program, write_manifest
+from tracelink.compile import CompileOptions, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.profile_dir import Profile, write_profile
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -66,24 +66,19 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
     def stage(name: str, started: float) -> None:
         timings[name] = round(time.perf_counter() - started, 4)
 
+    # The compiler and then the program run in the background while tracelink parses and builds.
     started = time.perf_counter()
-    with console.status("reading the input program"):
-        source = read_input_program(program)
-    entry = choose_function([f.name for f in source.functions if f.public], options.function, program)
-    stage("parse_input", started)
-
-    started = time.perf_counter()
-    with console.status(f"compiling {program.name} with iree-compile"):
-        compiled = compile_program(program, artifacts, options.compile)
+    pending = PendingCompile(program, artifacts, options.compile)
+    try:
+        with console.status(f"compiling {program.name} with iree-compile"):
+            source = read_input_program(program)
+            entry = choose_function([f.name for f in source.functions if f.public], options.function, program)
+            compiled = pending.finish()
+    finally:
+        pending.run.kill()
     compile_entries = compile_manifest_entries(compiled, options.compile)
     write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
     stage("compile", started)
-
-    started = time.perf_counter()
-    with console.status("building the provenance graph"):
-        provenance = build_provenance(source, artifacts, entry)
-    write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
-    stage("provenance", started)
 
     started = time.perf_counter()
     specs = read_signature(phase_dump(compiled.phases, "abi"), entry)
@@ -92,11 +87,16 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
         inputs = list(options.inputs)
     else:
         inputs = generate_inputs(specs, artifacts / "inputs", options.seed)
-    run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
-    with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, HAL profiling)"):
-        jsonl = run_hal_profile(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s)
-        events = hal_events(jsonl, run_exports, warmup=options.warmup)
-    stage("run", started)
+    run = start_hal_profile(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts)
+    try:
+        with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, HAL profiling)"):
+            provenance = build_provenance(source, artifacts, entry)
+            write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
+            run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
+            events = hal_events(export_hal_profile(run, artifacts, options.timeout_s), run_exports, warmup=options.warmup)
+    finally:
+        run.kill()
+    stage("provenance_and_run", started)
     if events.empty:
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
 

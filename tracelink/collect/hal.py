@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -23,28 +20,10 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
-from tracelink.compile import tool_path
+from tracelink.tools import ToolRun, tool_path
 
 SCHEMA_VERSION = 15
 PROFILING_MODES = "host-execution,queue-events,executable-metadata,command-region-events"
-
-
-def run_command(command: list[str], log: Path, timeout_s: float, what: str) -> None:
-    """Run a tool in its own process group, logging its output; kill the group on timeout."""
-    with log.open("w") as out:
-        out.write(" ".join(command) + "\n\n")
-        out.flush()
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            raise TracelinkError(f"{what} did not finish within {timeout_s:g} s (killed; see {log}); raise --timeout") from None
-    if code != 0:
-        tail = [line for line in log.read_text().splitlines()[1:] if line.strip()][-3:]
-        reason = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-        raise TracelinkError(f"{what} failed ({reason}): {' | '.join(tail) or 'no output'} (log: {log})")
 
 
 def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, device: str = "local-task") -> list[str]:
@@ -56,21 +35,22 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
     ]
 
 
-def run_hal_profile(
-    vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str],
-    iterations: int, output_dir: Path, timeout_s: float,
-) -> Path:
-    """Run under the HAL profiler and export the bundle; return the JSON-lines path."""
-    bundle = output_dir / "run.ireeprof"
+def start_hal_profile(
+    vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
+) -> ToolRun:
+    """Start the program under the HAL profiler, writing ``run.ireeprof`` in ``output_dir``."""
     command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
-        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={bundle}",
+        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}",
     ]
-    run_command(command, output_dir / "run.log", timeout_s, f"iree-benchmark-module on {vmfb.name}")
-    exported = output_dir / "run.jsonl"
-    run_command(
-        [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)],
-        output_dir / "export.log", timeout_s, f"iree-profile export of {bundle}",
-    )
+    return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
+
+
+def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path:
+    """Wait for the profiled run, export its bundle as JSON lines and return their path."""
+    run.wait(timeout_s)
+    bundle, exported = output_dir / "run.ireeprof", output_dir / "run.jsonl"
+    export = [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)]
+    ToolRun(export, output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
     return exported
 
 
