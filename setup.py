@@ -21,8 +21,9 @@ class BuildPlainSharedLibrary(build_ext):
     """Name the hook libtracelink_hook.so instead of a Python extension filename."""
 
     def get_ext_filename(self, fullname: str) -> str:
-        if fullname == "tracelink.libtracelink_hook":
-            return str(Path("tracelink") / "libtracelink_hook.so")
+        # Called with the full dotted name, and with the bare last component at link time.
+        if fullname.rpartition(".")[2] == "libtracelink_hook":
+            return str(Path(*fullname.split(".")[:-1], "libtracelink_hook.so"))
         return super().get_ext_filename(fullname)
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
@@ -43,7 +44,7 @@ setup(
             "tracelink.libtracelink_hook",
             sources=HOOK_SOURCES,
             include_dirs=["native"],
-            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall"],
+            extra_compile_args=["-O2", "-g0", "-std=gnu11", "-fvisibility=hidden", "-Wall"],
             libraries=["dl", "pthread", "m"],
         )
     ]
