@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -16,16 +16,13 @@ from rich.table import Table
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
-from tracelink.collect.hal import export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.collectors import COLLECTORS, RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import CompileOptions, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.profile_dir import Profile, write_profile
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
-
-COLLECTORS = ("hal",)
-
 
 @dataclass
 class ProfileOptions:
@@ -39,6 +36,7 @@ class ProfileOptions:
     seed: int = 0
     timeout_s: float = 600.0
     collector: str = "hal"
+    hook_events: list[str] = field(default_factory=list)  # perf_event counters for the hook collector
     compile: CompileOptions = field(default_factory=CompileOptions)
 
 
@@ -66,6 +64,8 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
     def stage(name: str, started: float) -> None:
         timings[name] = round(time.perf_counter() - started, 4)
 
+    if options.collector == "hook":  # the hook only sees executables loaded as system libraries
+        options = replace(options, compile=replace(options.compile, link_embedded=False))
     # The compiler and then the program run in the background while tracelink parses and builds.
     started = time.perf_counter()
     pending = PendingCompile(program, artifacts, options.compile)
@@ -87,15 +87,18 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
         inputs = list(options.inputs)
     else:
         inputs = generate_inputs(specs, artifacts / "inputs", options.seed)
-    run = start_hal_profile(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts)
+    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s, options.hook_events)
+    collection = start_collection(options.collector, request)
     try:
-        with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, HAL profiling)"):
+        with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
             provenance = build_provenance(source, artifacts, entry)
             write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
             run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
-            events = hal_events(export_hal_profile(run, artifacts, options.timeout_s), run_exports, warmup=options.warmup)
-    finally:
-        run.kill()
+            collected = collection.finish(run_exports, options.warmup)
+    except BaseException:
+        collection.cancel()
+        raise
+    events = collected.events
     stage("provenance_and_run", started)
     if events.empty:
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
@@ -112,6 +115,8 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
         source_ops=source_op_table(events, graph),
         source_lines=source_line_table(events, graph),
         graph=graph,
+        workgroups=collected.workgroups,
+        zones=collected.zones,
     )
     stage("aggregate", started)
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
@@ -176,6 +181,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         seed=args.seed,
         timeout_s=args.timeout,
         collector=args.collector,
+        hook_events=[e for e in args.events.split(",") if e] if args.events else [],
         compile=CompileOptions(
             target_cpu=args.target_cpu,
             input_type=args.iree_input_type,
@@ -203,7 +209,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repetitions", type=int, default=10, help="measured calls of the function (default 10)")
     parser.add_argument("--warmup", type=int, default=1, help="calls before measuring (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
-    parser.add_argument("--collector", choices=COLLECTORS, default="hal", help="how runtime is measured")
+    parser.add_argument("--collector", choices=COLLECTORS, default="hal",
+                        help="hal: IREE's HAL profiler (default); tracy: a Tracy capture; hook: the perf hook (per workgroup)")
+    parser.add_argument("--events", help="perf_event counters for --collector hook, e.g. task-clock,page-faults")
     parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu (default host)")
     parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
     parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")

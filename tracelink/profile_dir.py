@@ -15,6 +15,7 @@ from tracelink.collect.events import EVENT_SCHEMA, make_events
 from tracelink.provenance.graph import read_graph, write_graph
 
 TABLES = ("call_sites", "exports", "source_ops", "source_lines")
+OPTIONAL_FRAMES = ("workgroups", "zones")
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Profile:
     source_ops: pd.DataFrame
     source_lines: pd.DataFrame
     graph: nx.DiGraph
+    workgroups: pd.DataFrame | None = None  # hook collector: one row per workgroup call
+    zones: pd.DataFrame | None = None  # tracy collector: every zone of the runtime
 
     @property
     def artifacts(self) -> Path:
@@ -47,6 +50,10 @@ def write_profile(profile: Profile) -> None:
     for name in TABLES:
         table: pd.DataFrame = getattr(profile, name)
         write_atomic(directory / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    for name in OPTIONAL_FRAMES:
+        frame: pd.DataFrame | None = getattr(profile, name)
+        if frame is not None:
+            write_atomic(directory / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
     write_graph(profile.graph, directory / "provenance.graphml", directory / "provenance.json")
     write_text_atomic(directory / "profile.json", json.dumps(profile.summary, indent=2, default=str))
 
@@ -65,6 +72,7 @@ def load_profile(directory: Path) -> Profile:
         events=events.astype(EVENT_SCHEMA),
         graph=read_graph(directory / "provenance.json"),
         **tables,
+        **{name: pd.read_parquet(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
     )
 
 

@@ -62,3 +62,9 @@ def match_call_sites(events: pd.DataFrame, call_site_exports: Sequence[str]) -> 
     out["call_site"] = pd.array(call_site, dtype="Int64")
     out["iteration"] = pd.array(iteration, dtype="Int64")
     return out
+
+
+def drop_warmup(events: pd.DataFrame, warmup: int) -> pd.DataFrame:
+    """Drop the first ``warmup`` iterations and renumber the rest from 0 (unmatched events stay)."""
+    kept = events[events["iteration"].isna() | (events["iteration"] >= warmup)]
+    return kept.assign(iteration=kept["iteration"] - warmup).reset_index(drop=True)

@@ -65,8 +65,8 @@ def read_records(jsonl: Path) -> Iterator[dict]:
             yield record
 
 
-def hal_events(jsonl: Path, call_site_exports: Sequence[str], warmup: int = 0) -> pd.DataFrame:
-    """Dispatch events of a HAL profile, matched to call sites, without the first ``warmup`` iterations."""
+def hal_events(jsonl: Path, call_site_exports: Sequence[str]) -> pd.DataFrame:
+    """Dispatch events of a HAL profile, matched to call sites."""
     dispatches: list[dict] = []
     commands: dict[int, list[tuple[int, str]]] = {}
     for record in read_records(jsonl):
@@ -93,9 +93,7 @@ def hal_events(jsonl: Path, call_site_exports: Sequence[str], warmup: int = 0) -
     else:
         events["call_site"] = pd.array(placed, dtype="Int64")
         events["iteration"] = events.groupby("call_site").cumcount().astype("Int64")
-    return events[events["iteration"].isna() | (events["iteration"] >= warmup)].assign(
-        iteration=lambda e: e["iteration"] - warmup
-    ).reset_index(drop=True)
+    return events
 
 
 def place_by_command_index(dispatches: list[dict], commands: dict[int, list[tuple[int, str]]], call_site_exports: Sequence[str]) -> list[int] | None:

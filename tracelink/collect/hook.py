@@ -414,10 +414,8 @@ def _workgroups_of(files: Sequence[HookFile]) -> pd.DataFrame:
     return frame.sort_values(["start_ns", "pid", "dispatch"], kind="stable").reset_index(drop=True)
 
 
-def dispatch_events(workgroups: pd.DataFrame) -> pd.DataFrame:
-    """Aggregate workgroups into per-dispatch events (shared schema), in start order."""
-    if workgroups.empty:
-        return make_events([])
+def dispatch_table(workgroups: pd.DataFrame) -> pd.DataFrame:
+    """One row per dispatch (indexed by pid and dispatch key), in start order."""
     frame = workgroups.assign(end_ns=workgroups["start_ns"] + workgroups["duration_ns"])
     keys = ["pid", "dispatch"]
     grouped = frame.groupby(keys, sort=False)
@@ -438,7 +436,14 @@ def dispatch_events(workgroups: pd.DataFrame) -> pd.DataFrame:
         .groupby(keys, sort=False)["thread"]
         .agg(lambda names: ",".join(names.astype(str)))
     )
-    dispatches = dispatches.join(threads).sort_values("start_ns", kind="stable")
+    return dispatches.join(threads).sort_values("start_ns", kind="stable")
+
+
+def dispatch_events(workgroups: pd.DataFrame) -> pd.DataFrame:
+    """Aggregate workgroups into per-dispatch events (shared schema), in start order."""
+    if workgroups.empty:
+        return make_events([])
+    dispatches = dispatch_table(workgroups)
     return make_events(
         {
             "collector": "hook",
@@ -451,6 +456,18 @@ def dispatch_events(workgroups: pd.DataFrame) -> pd.DataFrame:
             "thread": dispatches["thread"].to_numpy(),
         }
     )
+
+
+def label_workgroups(workgroups: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Copy each dispatch event's ``call_site`` and ``iteration`` onto its workgroups.
+
+    ``events`` are :func:`dispatch_events` of the same workgroups (one row per dispatch, same order),
+    after call-site matching.
+    """
+    order = dispatch_table(workgroups).index.to_frame(index=False)
+    order["call_site"] = events["call_site"].to_numpy()
+    order["iteration"] = events["iteration"].to_numpy()
+    return workgroups.merge(order, on=["pid", "dispatch"], how="left")
 
 
 def read_hook_records(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -1,0 +1,117 @@
+"""Choose and run a collector: HAL profiling, a Tracy capture, or the perf hook.
+
+A collection starts before the provenance graph exists (the program runs while tracelink builds the
+graph) and finishes once the call sites are known: then its raw records become events matched to
+call sites, without the warm-up iterations. Every collector lands in the shared event schema; the
+Tracy collector also keeps all the runtime's zones, the hook every workgroup call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tracelink.collect.events import drop_warmup, match_call_sites
+from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+
+COLLECTORS = ("hal", "tracy", "hook")
+
+
+@dataclass
+class RunRequest:
+    """What to run: the same for every collector."""
+
+    vmfb: Path
+    function: str
+    inputs: list[str]
+    parameters: list[str]
+    iterations: int  # warm-up included
+    artifacts: Path
+    timeout_s: float
+    hook_events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    """Events matched to call sites, and what else the collector recorded."""
+
+    events: pd.DataFrame
+    workgroups: pd.DataFrame | None = None  # hook: one row per workgroup call
+    zones: pd.DataFrame | None = None  # tracy: every zone of the runtime
+
+
+class PendingCollection:
+    """A collector running in a background thread (its tools run as subprocesses, releasing the GIL)."""
+
+    def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected], cancel: Callable[[], None] = lambda: None) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelink-collect")
+        self._future: Future = self._executor.submit(run)
+        self._finish = finish
+        self._cancel = cancel
+
+    def finish(self, call_site_exports: Sequence[str], warmup: int) -> Collected:
+        """Wait for the run; match its events to the run-phase call sites and drop the warm-up."""
+        try:
+            collected = self._finish(self._future.result(), call_site_exports)
+        finally:
+            self._executor.shutdown()
+        collected.events = drop_warmup(collected.events, warmup)
+        if collected.workgroups is not None:
+            collected.workgroups = drop_warmup(collected.workgroups, warmup)
+        return collected
+
+    def cancel(self) -> None:
+        """Stop the run (where the collector can) and wait for the thread."""
+        self._cancel()
+        self._executor.shutdown(cancel_futures=True)
+
+
+def start_collection(collector: str, request: RunRequest) -> PendingCollection:
+    """Start running the program under ``collector`` ("hal", "tracy" or "hook")."""
+    if collector == "hal":
+        run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
+        return PendingCollection(
+            lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
+            lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
+            run.kill,
+        )
+    if collector == "tracy":
+        return start_tracy(request)
+    if collector == "hook":
+        return start_hook(request)
+    raise ValueError(f"unknown collector {collector!r}")
+
+
+def start_tracy(request: RunRequest) -> PendingCollection:
+    from tracelink.collect.tracy.capture import capture_tracy, tracy_tools
+    from tracelink.collect.tracy.decoder import read_capture
+    from tracelink.collect.tracy.views import tracy_events
+
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+    command[0] = str(tracy_tools().tool("iree-benchmark-module"))
+    trace = request.artifacts / "run.tracy"
+
+    def finish(path: Path, exports: Sequence[str]) -> Collected:
+        capture = read_capture(path)
+        return Collected(tracy_events(capture, exports), zones=capture.zones)
+
+    return PendingCollection(lambda: capture_tracy(command, trace, request.timeout_s), finish)
+
+
+def start_hook(request: RunRequest) -> PendingCollection:
+    from tracelink.collect.hook import label_workgroups, run_hooked
+
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+
+    def finish(hooked, exports: Sequence[str]) -> Collected:
+        events = match_call_sites(hooked.events, exports)
+        return Collected(events, workgroups=label_workgroups(hooked.workgroups, events))
+
+    return PendingCollection(
+        lambda: run_hooked(command, request.artifacts / "hook", request.hook_events or None, timeout_s=request.timeout_s),
+        finish,
+    )
