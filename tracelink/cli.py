@@ -16,6 +16,7 @@ from tracelink import TracelinkError, __version__
 
 COMMAND_MODULES: tuple[str, ...] = (
     "tracelink.pipeline",
+    "tracelink.report.command",
     "tracelink.collect.hook_command",
 )
 

@@ -20,6 +20,7 @@ from tracelink.collect.collectors import COLLECTORS, RunRequest, start_collectio
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import CompileOptions, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.profile_dir import Profile, write_profile
+from tracelink.report import build_report, write_trace
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
@@ -139,6 +140,9 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
     }
     write_profile(result)
     write_manifest(artifacts, {"timings_s": timings})
+    with console.status("writing the report"):
+        write_trace(result, out / "trace.json")
+        build_report(result)
     return result
 
 
@@ -167,7 +171,7 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     audit = cover["audit_counts"]
     console.print(
         "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
-        + f"\nwritten to {result.directory}/"
+        + f"\nwritten to {result.directory}/ — open {result.directory / 'report.html'}"
     )
 
 

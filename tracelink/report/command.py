@@ -1,0 +1,37 @@
+"""`tracelink report`: rebuild report.html and trace.json from a profile directory."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from tracelink import TracelinkError
+from tracelink.profile_dir import load_profile
+from tracelink.report.html import build_report
+from tracelink.report.trace import write_trace
+
+
+def run_report_command(args: argparse.Namespace) -> int:
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise TracelinkError(f"{directory}: no such profile directory")
+    started = time.perf_counter()
+    profile = load_profile(directory)
+    trace = write_trace(profile, directory / "trace.json")
+    report = build_report(profile, args.output)
+    size = report.stat().st_size
+    Console(stderr=True, highlight=False).print(
+        f"wrote {report} ({size / 1e6:.2f} MB) and {trace} in {time.perf_counter() - started:.1f} s"
+    )
+    print(report)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("report", help="rebuild the HTML provenance report and trace.json of a profile directory")
+    parser.add_argument("directory", type=Path, help="profile directory written by 'tracelink profile'")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="report file (default: DIRECTORY/report.html)")
+    parser.set_defaults(handler=run_report_command)

@@ -1,0 +1,654 @@
+"""The HTML provenance report: one self-contained file built with lxml from a profile directory.
+
+The page is rendered in full here (tables, code views, SVG charts and graph), so it shows without any
+script; ``viewer/report.js`` only adds the interactions (selecting a line, sorting, drill-downs, graph
+neighbourhoods), reading the JSON embedded in ``<script type="application/json" id="tl-data">``. Every
+piece of program text goes through lxml (escaped); the JSON has ``<``, ``>`` and ``&`` escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from lxml import etree
+from lxml import html as lxml_html
+
+from tracelink import TracelinkError, __version__
+from tracelink.atomic import write_atomic
+from tracelink.profile_dir import Profile, load_profile
+from tracelink.report.fmt import clean, el, heat, ns, pct
+from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
+from tracelink.report.model import ReportModel, build_model, short_export
+from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration
+
+ASSETS = ("report.css", "report.js")
+MAX_CHIPS = 8
+
+
+def viewer_dir() -> Path:
+    """The report assets: ``<repo>/viewer`` (editable install) or ``tracelink/viewer`` (wheel)."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package.parent / "viewer", package / "viewer"):
+        if all((candidate / name).is_file() for name in ASSETS):
+            return candidate
+    raise TracelinkError(f"report assets ({', '.join(ASSETS)}) not found in {package.parent / 'viewer'} nor {package / 'viewer'}")
+
+
+def build_report(profile_or_dir: Profile | Path | str, output: Path | None = None) -> Path:
+    """Write the report of a profile (or profile directory) to ``output`` (default ``<dir>/report.html``).
+
+    The whole page is built in memory and written atomically: a failure leaves any previous report intact.
+    """
+    profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
+    output = Path(output) if output is not None else profile.directory / "report.html"
+    text = render_report(profile)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(output, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+
+
+def render_report(profile: Profile) -> str:
+    """The report page as text."""
+    model = build_model(profile)
+    layout = layout_graph(profile.graph, model.ops, model.call_sites, short_export)
+    root = page(model, layout)
+    return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
+
+
+# Page ----------------------------------------------------------------------------------------------
+
+
+def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
+    assets = viewer_dir()
+    css, js = ((assets / name).read_text() for name in ASSETS)
+    for name, text, closing in (("report.css", css, "</style"), ("report.js", js, "</script")):
+        if closing in text.lower():
+            raise TracelinkError(f"{assets / name}: must not contain '{closing}'")
+    summary = model.summary
+    program = Path(str(summary.get("program", "program")))
+    root = el(None, "html", lang="en")
+    head = el(root, "head")
+    el(head, "meta", charset="utf-8")
+    el(head, "meta", name="viewport", content="width=device-width, initial-scale=1")
+    el(head, "meta", name="generator", content=f"tracelink {__version__}")
+    el(head, "title", None, f"{program.name} @{summary.get('function', '')} · tracelink report")
+    el(head, "style", None, css)
+    body = el(root, "body")
+    top = el(body, "header", class_="top")
+    el(top, "span", class_="brand", text="tracelink")
+    title = el(top, "span", class_="title")
+    el(title, "strong", None, program.name)
+    el(title, "span", class_="muted", text=f" @{summary.get('function', '')}")
+    nav = el(top, "nav")
+    for anchor, label in (("summary", "Summary"), ("source", "Source"), ("dispatches", "Dispatches"), ("graph", "Graph"), ("audit", "Audit")):
+        el(nav, "a", href=f"#{anchor}", text=label)
+    main = el(body, "main")
+    summary_section(main, model)
+    source_section(main, model)
+    dispatch_section(main, model)
+    graph_section(main, model, layout)
+    audit_section(main, model)
+    el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
+    panel = el(body, "aside", id="panel", class_="panel", hidden="hidden")
+    panel_head = el(panel, "div", class_="panel-head")
+    el(panel_head, "span", id="panel-title", class_="panel-title")
+    el(panel_head, "button", id="panel-close", type="button", title="close (Esc)", text="×")
+    el(panel, "div", id="panel-body", class_="panel-body")
+    templates = el(body, "div", id="templates", hidden="hidden")
+    for site in model.call_sites:
+        drill_template(templates, model, site)
+    for executable in model.executables.values():
+        executable_template(templates, model, executable)
+    data = el(body, "script", type="application/json", id="tl-data")
+    data.text = json_for_script(viewer_data(model, layout))
+    el(body, "script", None, js)
+    return root
+
+
+def json_for_script(value) -> str:
+    """JSON safe inside a script element: no ``<``, ``>`` or ``&`` characters at all."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def section(parent, anchor: str, title: str, note: str | None = None):
+    node = el(parent, "section", id=anchor)
+    el(node, "h2", None, title)
+    if note:
+        el(node, "p", class_="note", text=note)
+    return node
+
+
+def bar(parent, share: float | None, label: bool = True):
+    wrap = el(parent, "span", class_="heat")
+    el(el(wrap, "span", class_="bar"), "i", class_=f"h{heat(share)}", style=f"width:{min(max(share or 0.0, 0.0), 1.0) * 100:.1f}%")
+    if label:
+        el(wrap, "span", class_="pc", text=pct(share))
+    return wrap
+
+
+def chip(parent, index: int, role: str | None = None, title: str | None = None):
+    classes = "chip" + (f" {role}" if role else "")
+    return el(parent, "a", href="#", class_=classes, data_cs=index, title=title, text=f"#{index}")
+
+
+def chips(parent, call_sites, limit: int = MAX_CHIPS):
+    items = list(call_sites.items()) if isinstance(call_sites, dict) else [(i, None) for i in call_sites]
+    for index, role in items[:limit]:
+        chip(parent, index, role, f"call site #{index}" + (f" ({role})" if role else ""))
+    if len(items) > limit:
+        el(parent, "span", class_="more", text=f"+{len(items) - limit}")
+
+
+def line_link(parent, model: ReportModel, key: str):
+    line = model.lines[key]
+    source = model.files[line.file]
+    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{source.name}:{line.number}")
+
+
+def op_link(parent, model: ReportModel, op: str):
+    info = model.ops.get(op, {})
+    return el(parent, "a", href="#", class_="opl", data_op=op, title=info.get("label", op), text=op_label(info) if info else op)
+
+
+# Summary -------------------------------------------------------------------------------------------
+
+
+def summary_section(main, model: ReportModel) -> None:
+    summary = model.summary
+    cover = summary.get("coverage", {})
+    node = section(main, "summary", "Summary")
+    meta = el(node, "dl", class_="meta")
+    target = summary.get("target", {})
+    versions = summary.get("versions", {})
+    rows = [
+        ("program", str(summary.get("program", ""))),
+        ("function", str(summary.get("function", ""))),
+        ("target", " · ".join(f"{k} {v}" for k, v in target.items()) if isinstance(target, dict) else str(target)),
+        ("versions", " · ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else str(versions)),
+        ("collector", str(summary.get("collector", ""))),
+        ("run", f"{summary.get('iterations', 0)} measured iterations ({summary.get('repetitions', '?')} repetitions after {summary.get('warmup', 0)} warm-up)"),
+        ("inputs", inputs_text(summary.get("inputs", []))),
+    ]
+    for label, value in rows:
+        el(meta, "dt", None, label)
+        el(meta, "dd", None, value, title="\n".join(map(str, summary.get("inputs", []))) if label == "inputs" else None)
+    cards = el(node, "div", class_="cards")
+    audit_counts = cover.get("audit_counts", {})
+    for value, label, hint in (
+        (ns(summary.get("dispatch_ns_per_iteration")), "dispatch time per iteration", "sum of all dispatch durations in one call of the function"),
+        (ns(summary.get("total_dispatch_ns")), "total dispatch time", f"over {summary.get('iterations', 0)} iterations, {cover.get('events', 0)} dispatch executions"),
+        (pct(cover.get("dispatch_time_attributed_share")), "of dispatch time attributed to source lines" + text_coverage_note(model, cover), "time of call sites whose ops have a file:line position"),
+        (f"{cover.get('call_sites_mapped', 0)}/{cover.get('call_sites', 0)}", "call sites mapped to source lines", f"{cover.get('events_unmatched', 0)} executions matched no call site"),
+        (str(sum(audit_counts.values())) if audit_counts else "0", "audit findings", ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in audit_counts.items())),
+    ):
+        card = el(cards, "div", class_="card", title=hint)
+        el(card, "div", class_="big", text=value)
+        el(card, "div", class_="muted", text=label)
+    strip_sites = {site["index"]: site for site in model.call_sites}
+    if model.iteration_strip:
+        el(node, "h3", None, "One iteration over time")
+        figure = el(node, "div", class_="strip-wrap")
+        figure.append(iteration_strip(model.iteration_strip, {i: s["share"] or 0.0 for i, s in strip_sites.items()}, {i: short_export(s["export"]) for i, s in strip_sites.items()}))
+    columns = el(node, "div", class_="two")
+    left = el(columns, "div")
+    el(left, "h3", None, "Hottest source lines")
+    hot_lines = hottest_lines(model, 12)
+    table = el(left, "table", class_="grid")
+    header = el(el(table, "thead"), "tr")
+    for label in ("lines", "share (inclusive)", "per iteration", "dispatches", "ops"):
+        el(header, "th", None, label)
+    body = el(table, "tbody")
+    for same in hot_lines:
+        line = same[0]
+        row = el(body, "tr")
+        cell = el(row, "td", class_="mono")
+        for position, key in enumerate(item.key for item in same[:4]):
+            if position:
+                el(cell, "br")
+            line_link(cell, model, key)
+        if len(same) > 4:
+            el(cell, "span", class_="more", text=f" +{len(same) - 4}")
+        bar(el(row, "td"), line.share)
+        el(row, "td", class_="num", text=ns(line.mean_ns))
+        chips(el(row, "td"), line.call_sites, 5)
+        briefs = list(dict.fromkeys(op_brief(model.ops[o]) for o in line.ops))
+        el(row, "td", class_="ops", title="\n".join(briefs), text=", ".join(briefs[:3]) + (" …" if len(briefs) > 3 else ""))
+    if not hot_lines:
+        el(left, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
+    right = el(columns, "div")
+    el(right, "h3", None, "Hottest dispatches")
+    table = el(right, "table", class_="grid")
+    header = el(el(table, "thead"), "tr")
+    for label in ("call site", "export", "source", "mean", "share"):
+        el(header, "th", None, label)
+    body = el(table, "tbody")
+    for site in sorted(model.call_sites, key=lambda s: -(s["total_ns"] or 0))[:12]:
+        row = el(body, "tr")
+        chip(el(row, "td"), site["index"])
+        el(row, "td", class_="mono ex", title=site["export"], text=short_export(site["export"]))
+        el(row, "td", class_="src", title=site["loc"], text=short_loc(site["loc"]))
+        el(row, "td", class_="num", text=ns(site["mean_ns"]))
+        bar(el(row, "td"), site["share"])
+
+
+def inputs_text(inputs: list, shown: int = 4) -> str:
+    """The inputs of the run, the first few of a long list (all of them in the tooltip)."""
+    if not inputs:
+        return "–"
+    text = ", ".join(map(str, inputs[:shown]))
+    return text + (f", … {len(inputs) - shown} more" if len(inputs) > shown else "")
+
+
+def text_coverage_note(model: ReportModel, cover: dict) -> str:
+    """When the program's text lines explain more time than locations do (ops located by name only)."""
+    shown = sum((site["share"] or 0.0) for site in model.call_sites if site["lines"])
+    by_location = cover.get("dispatch_time_attributed_share") or 0.0
+    return f" ({pct(shown)} to lines shown here, with the program's text lines)" if shown > by_location + 0.001 else ""
+
+
+def hottest_lines(model: ReportModel, count: int) -> list[list]:
+    """The hottest lines, lines with the very same ops (one op's text line and its locations) merged."""
+    merged: dict[tuple[str, ...], list] = {}
+    for line in sorted(model.lines.values(), key=lambda line: (-line.share, line.file, line.number)):
+        if line.share > 0:
+            merged.setdefault(tuple(sorted(line.ops)), []).append(line)
+    return list(merged.values())[:count]
+
+
+def op_brief(op: dict) -> str:
+    """What an op is, for a table cell: its name (``layer1.fc``), else its op names."""
+    return op["name"] or op["op_names"] or op["label"]
+
+
+def short_loc(loc: str, limit: int = 48) -> str:
+    """A location for a narrow cell: file names without their directories."""
+    parts = []
+    for piece in loc.split(" "):
+        if "/" in piece and ":" in piece:
+            piece = piece.rsplit("/", 1)[1]
+        parts.append(piece)
+    text = " ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Source --------------------------------------------------------------------------------------------
+
+
+def source_section(main, model: ReportModel) -> None:
+    node = section(
+        main, "source", "Source",
+        "Each line's share of dispatch time (inclusive: an op counts for every line of its call stack and fused members). "
+        "Click a line to see the dispatches it feeds (root op or fused producer) and the lines fused with it.",
+    )
+    if not model.files:
+        el(node, "p", class_="muted", text="No source file: the program path is unknown and no op has a file location.")
+        return
+    tabs = el(node, "div", class_="tabs", role="tablist")
+    for source in model.files:
+        label = f"{source.name}" + (" (program)" if source.is_program else "")
+        tab = el(tabs, "button", type="button", class_="tab" + (" on" if source.index == 0 else ""), data_f=source.id, title=source.path, role="tab")
+        el(tab, "span", None, label)
+        el(tab, "span", class_=f"tab-heat h{heat(source.max_share)}", text=pct(source.max_share) if source.max_share else "")
+    layout = el(node, "div", class_="source-layout")
+    files = el(layout, "div", class_="files")
+    for source in model.files:
+        file_view(files, model, source)
+    details = el(layout, "aside", id="line-details", class_="details")
+    el(details, "p", class_="muted", text="Select a line to see its dispatches.")
+
+
+def file_view(parent, model: ReportModel, source) -> None:
+    view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
+    if source.index != 0:
+        view.set("hidden", "hidden")
+    head = el(view, "div", class_="file-head")
+    el(head, "span", class_="mono", text=source.path)
+    if source.text is None:
+        el(head, "span", class_="muted", text=" · not on this machine: its mapped lines and their ops")
+    elif not source.is_program:
+        el(head, "span", class_="muted", text=" · mapped lines with context")
+    hottest = sorted((line for line in source.lines.values() if line.share > 0), key=lambda line: -line.share)[:6]
+    if hottest:
+        jump = el(head, "span", class_="jump")
+        el(jump, "span", class_="muted", text="hottest:")
+        for line in hottest:
+            el(jump, "a", href="#", class_="lnk", data_k=line.key, title=pct(line.share), text=f"{line.number} ({pct(line.share)})")
+    code = el(view, "div", class_="code src")
+    previous = 0
+    for number in source.shown:
+        skipped = number - previous - 1
+        if skipped > 0 and (previous > 0 or source.text is not None):
+            el(code, "div", class_="gap", text=f"⋯ {skipped} line{'s' if skipped > 1 else ''}")
+        previous = number
+        line = source.lines.get(number)
+        text = source.text[number - 1] if source.text is not None and number - 1 < len(source.text) else None
+        if line is None:
+            row = el(code, "div", class_="ln")
+            el(row, "span", class_="no", text=str(number))
+            el(row, "code", None, cut_text(text or ""))
+            continue
+        row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, tabindex="0")
+        el(row, "span", class_="no", text=str(number))
+        bar(row, line.share) if line.share > 0 else el(row, "span", class_="heat")
+        cs = el(row, "span", class_="cs")
+        chips(cs, line.call_sites, 3)
+        if text is not None:
+            el(row, "code", None, cut_text(text))
+        else:
+            ranked = sorted(line.ops, key=lambda o: -model.ops[o]["share"])
+            described = " · ".join(dict.fromkeys(describe_op(model.ops[o]) for o in ranked))
+            el(row, "code", class_="desc", title="\n".join(model.ops[o]["label"] for o in ranked), text=cut_text(described))
+
+
+def cut_text(text: str, limit: int = 400) -> str:
+    text = text.rstrip()
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit} more characters)"
+
+
+def describe_op(op: dict) -> str:
+    """``torch.aten.mm @ conv.py:443:15``: what the op is and where its innermost position is."""
+    what = op["name"] or op["op_names"] or "op"
+    if op["positions"]:
+        path, number = op["positions"][0]
+        return f"{what} @ {Path(path).name}:{number}"
+    return what
+
+
+# Dispatches ----------------------------------------------------------------------------------------
+
+DISPATCH_COLUMNS = [  # (label, sort type, title): the most telling first, so a narrow window keeps them
+    ("#", "num", "call site, in execution order"),
+    ("source", "text", "the location of the op that formed the dispatch"),
+    ("export", "text", "the dispatch function"),
+    ("root op", "text", "the op codegen tiles (its heaviest)"),
+    ("share", "num", "share of all dispatch time"),
+    ("total", "num", "total time over all iterations"),
+    ("mean", "num", "mean time of one execution"),
+    ("p50", "num", "median execution time"),
+    ("p90", "num", "90th percentile"),
+    ("count", "num", "executions measured"),
+    ("workgroups", "num", "workgroup grid (x×y×z)"),
+    ("tiles", "num", "workgroups executed per dispatch (mean)"),
+    ("par.", "num", "CPU time in tiles ÷ wall time: how many cores the dispatch kept busy"),
+    ("executable", "text", None),
+    ("shapes", "text", "operand and result types of the root op"),
+]
+
+
+def dispatch_section(main, model: ReportModel) -> None:
+    node = section(main, "dispatches", "Dispatches", "Every dispatch call site of the function. Click a column to sort, a row for its drill-down.")
+    tools = el(node, "div", class_="tools")
+    el(tools, "input", type="search", id="dispatch-filter", placeholder="filter: export, op, file…", aria_label="filter dispatches")
+    el(tools, "span", class_="muted", id="dispatch-count", text=f"{len(model.call_sites)} call site{'' if len(model.call_sites) == 1 else 's'}")
+    wrap = el(node, "div", class_="table-wrap")
+    table = el(wrap, "table", id="dispatch-table", class_="grid sortable")
+    header = el(el(table, "thead"), "tr")
+    columns = DISPATCH_COLUMNS + [(name, "num", "counter from the collector") for name in model.counters]
+    for position, (label, kind, title) in enumerate(columns):
+        el(header, "th", None, label, data_sort=kind, data_col=position, title=title)
+    body = el(table, "tbody")
+    for site in model.call_sites:
+        index = site["index"]
+        row = el(body, "tr", id=f"cs-{index}", data_cs=index, class_="init" if site["phase"] != "run" else None)
+        cell = el(row, "td", data_v=index)
+        chip(cell, index)
+        if site["phase"] != "run":
+            el(cell, "span", class_="badge", title="runs once, at load (initializer)", text="init")
+        el(row, "td", class_="src", title=site["loc"], text=short_loc(site["loc"]))
+        el(row, "td", class_="mono", title=site["export"], text=short_export(site["export"]))
+        el(row, "td", class_="mono", text=site["root_op"])
+        bar(el(row, "td", data_v=number_text(site["share"])), site["share"])
+        for key in ("total_ns", "mean_ns", "median_ns", "p90_ns"):
+            el(row, "td", class_="num", data_v=number_text(site[key]), text=ns(site[key]) if site["count"] else "–")
+        el(row, "td", class_="num", data_v=number_text(site["count"]), text=f"{int(site['count'] or 0)}")
+        el(row, "td", class_="mono", data_v=site["workgroup_count"], text=site["workgroups"])
+        tiles = site["tile_count_mean"]
+        el(row, "td", class_="num", data_v=number_text(tiles), text=f"{tiles:.0f}" if tiles is not None else "–")
+        parallel = site["tile_duration_sum_mean_ns"] / site["mean_ns"] if site["tile_duration_sum_mean_ns"] and site["mean_ns"] else None
+        el(row, "td", class_="num", data_v=number_text(parallel), text=f"{parallel:.2f}" if parallel is not None else "–")
+        el(row, "td", class_="mono", title=site["executable"], text=short_export(site["executable"]))
+        el(row, "td", class_="mono shapes", title=site["shapes"], text=site["shapes"])
+        for name in model.counters:
+            value = site["extra"].get(name)
+            el(row, "td", class_="num", data_v=number_text(value), text=f"{value:.4g}" if value is not None else "–")
+
+
+def number_text(value) -> str:
+    return "" if value is None else f"{float(value):.6g}"
+
+
+def drill_template(parent, model: ReportModel, site: dict) -> None:
+    index = site["index"]
+    template = el(parent, "template", id=f"t-cs-{index}")
+    drill = el(template, "div", class_="drill", data_cs=index)
+    el(drill, "h3", None, f"Call site #{index}")
+    kv = el(drill, "dl", class_="kv")
+    executable = model.executables.get(site["executable"])
+    for label, value in (
+        ("export", site["export"]), ("executable", site["executable"]), ("source", site["loc"]), ("root op", site["root_op"]),
+        ("shapes", site["shapes"]), ("workgroups", f"{site['workgroups']} ({site['workgroup_count']} workgroups)"),
+        ("workgroup size", site["workgroup_size"]), ("lowering config", site["lowering_config"]),
+        ("phase", "run (each call)" if site["phase"] == "run" else f"{site['phase']} (runs once, at load: not timed)"),
+        ("dumped source", f"artifacts/{site['source_file']}" if site["source_file"] else ""),
+    ):
+        if value:
+            el(kv, "dt", None, label)
+            el(kv, "dd", class_="mono" if label not in ("phase", "workgroups") else None, text=value)
+    if executable and len(executable.call_sites) > 1:
+        el(kv, "dt", None, "shared by")
+        chips(el(kv, "dd"), [i for i in executable.call_sites], 24)
+    stats = el(drill, "div", class_="cards small")
+    parallel = site["tile_duration_sum_mean_ns"] / site["mean_ns"] if site["tile_duration_sum_mean_ns"] and site["mean_ns"] else None
+    for value, label in (
+        (f"{int(site['count'] or 0)}", "executions"), (ns(site["mean_ns"]), "mean"), (ns(site["median_ns"]), "p50"),
+        (f"{ns(site['p10_ns'])} – {ns(site['p90_ns'])}", "p10 – p90"), (f"{ns(site['ci95_low_ns'])} – {ns(site['ci95_high_ns'])}", "95% CI of the mean"),
+        (ns(site["total_ns"]), "total"), (pct(site["share"]), "of dispatch time"),
+        (f"{site['tile_count_mean']:.0f} / {site['workgroup_count']}" if site["tile_count_mean"] is not None else "–", "tiles run / workgroups"),
+        (f"{parallel:.2f}" if parallel is not None else "–", "busy cores (tile time ÷ wall)"),
+    ):
+        card = el(stats, "div", class_="card")
+        el(card, "div", class_="big", text=value)
+        el(card, "div", class_="muted", text=label)
+    for name, value in site["extra"].items():
+        card = el(stats, "div", class_="card")
+        el(card, "div", class_="big", text=f"{value:.4g}" if value is not None else "–")
+        el(card, "div", class_="muted", text=name)
+    el(drill, "h4", None, "Source ops")
+    table = el(drill, "table", class_="grid ops-table")
+    header = el(el(table, "thead"), "tr")
+    for label in ("role", "op", "op names", "share of this dispatch", "lines"):
+        el(header, "th", None, label)
+    body = el(table, "tbody")
+    for op, role, fraction in site["ops"]:
+        info = model.ops.get(op, {})
+        row = el(body, "tr", data_op=op)
+        el(row, "td", None).append(badge(role))
+        cell = el(row, "td", class_="mono")
+        op_link(cell, model, op)
+        el(cell, "div", class_="muted small", text=info.get("label", ""))
+        el(row, "td", class_="mono", text=info.get("op_names", ""))
+        bar(el(row, "td"), fraction)
+        lines = el(row, "td", class_="mono")
+        for key in info.get("lines", [])[:6]:
+            line_link(lines, model, key)
+            el(lines, "br")
+    if not site["ops"]:
+        el(drill, "p", class_="muted", text="No source op: the dispatch's location is unknown.")
+    charts = el(drill, "div", class_="charts")
+    figure = el(charts, "figure")
+    figure.append(histogram(model.durations.get(index, np.array([]))))
+    el(figure, "figcaption", None, "execution times")
+    figure = el(charts, "figure")
+    figure.append(per_iteration(model.per_iteration.get(index, [])))
+    el(figure, "figcaption", None, "time per iteration (run order)")
+    el(drill, "h4", None, "Executable source")
+    if executable is None or executable.text is None:
+        el(drill, "p", class_="muted", text="The executable's dumped source is not in the profile directory.")
+        return
+    note = "Locations removed for reading; each marked line names the source op its op came from — root op, fused producer, or another op (e.g. an input's producer)."
+    dumped = dumped_call_site(model, executable)
+    if len(executable.call_sites) > 1 and dumped is not None and dumped != index:
+        note += f" This executable is shared by {len(executable.call_sites)} call sites; IREE dumps it once, with the locations of call site #{dumped}."
+    el(drill, "p", class_="note", text=note)
+    el(drill, "div", class_="exe-slot", data_x=executable.id)
+
+
+def badge(role: str):
+    return el(None, "span", class_=f"role {role}", text=role)
+
+
+def dumped_call_site(model: ReportModel, executable) -> int | None:
+    """The call site whose locations the (deduplicated) executable dump carries: most ops in common."""
+    in_dump = {op for ops in executable.line_ops.values() for op in ops}
+    sites = {site["index"]: site for site in model.call_sites}
+    best = max(executable.call_sites, key=lambda i: (len(in_dump & {op for op, _, _ in sites[i]["ops"]}) if i in sites else -1, -i), default=None)
+    return best
+
+
+def executable_template(parent, model: ReportModel, executable) -> None:
+    template = el(parent, "template", id=f"t-{executable.id}")
+    code = el(template, "div", class_="code exe")
+    if executable.text is None:
+        return
+    text = executable.text[:-1] if executable.text and executable.text[-1] == "" else executable.text
+    for number, line in enumerate(text, start=1):
+        ops = executable.line_ops.get(number)
+        row = el(code, "div", class_="ln" + (" m" if ops else ""), data_ops=" ".join(ops) if ops else None)
+        el(row, "span", class_="no", text=str(number))
+        tag = ", ".join(dict.fromkeys(op_label(model.ops[o]) for o in ops if o in model.ops)) if ops else ""
+        el(row, "span", class_="tag", title=tag or None, text=("…" + tag[-25:]) if len(tag) > 26 else tag)
+        el(row, "code", None, line)
+
+
+# Graph ---------------------------------------------------------------------------------------------
+
+
+def graph_section(main, model: ReportModel, layout: GraphLayout) -> None:
+    node = section(
+        main, "graph", "Provenance graph",
+        "Source ops → dispatch call sites → exports → executables. Click a node to highlight everything it is connected to; "
+        "click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
+    )
+    tools = el(node, "div", class_="tools")
+    el(tools, "input", type="search", id="graph-search", placeholder="search ops, call sites, executables…", aria_label="search the graph")
+    el(tools, "button", type="button", id="graph-collapse", text="collapse groups")
+    el(tools, "button", type="button", id="graph-expand", text="expand groups")
+    el(tools, "span", id="graph-info", class_="muted", text=f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + (f"; {layout.hidden_ops} source ops feeding no dispatch are left out (see Audit)" if layout.hidden_ops else ""))
+    wrap = el(node, "div", class_="graph-wrap")
+    wrap.append(graph_svg(layout))
+
+
+# Audit ---------------------------------------------------------------------------------------------
+
+
+def audit_section(main, model: ReportModel) -> None:
+    audit = model.audit or {}
+    node = section(main, "audit", "Audit", "What the mapping could not explain, or explains with a caveat.")
+    without = audit.get("ops_without_location", [])
+    el(node, "h3", None, f"Compute ops without a location ({len(without)})")
+    if without:
+        counts: dict[str, int] = {}
+        for name in without:
+            counts[str(name)] = counts.get(str(name), 0) + 1
+        ul = el(node, "ul", class_="plain")
+        for name, count in sorted(counts.items()):
+            el(ul, "li", class_="mono", text=f"{name} × {count}" if count > 1 else name)
+    else:
+        el(node, "p", class_="muted", text="None: every compute op of the input has a location.")
+    missing = audit.get("ops_without_dispatch", [])
+    el(node, "h3", None, f"Compute ops in no dispatch ({len(missing)})")
+    if missing:
+        table = el(node, "table", class_="grid")
+        header = el(el(table, "thead"), "tr")
+        for label in ("op", "location", "op names", "why"):
+            el(header, "th", None, label)
+        body = el(table, "tbody")
+        for item in missing:
+            row = el(body, "tr")
+            op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
+            el(row, "td", class_="mono", text=str(item.get("loc", "")))
+            el(row, "td", class_="mono", text=str(item.get("op_names", "")))
+            el(row, "td", None, str(item.get("reason", "")))
+    else:
+        el(node, "p", class_="muted", text="None.")
+    split = audit.get("ops_split", [])
+    el(node, "h3", None, f"Ops split across dispatches ({len(split)})")
+    el(node, "p", class_="note", text="A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.")
+    if split:
+        table = el(node, "table", class_="grid")
+        header = el(el(table, "thead"), "tr")
+        for label in ("op", "location", "call sites", "roles"):
+            el(header, "th", None, label)
+        body = el(table, "tbody")
+        for item in split:
+            row = el(body, "tr")
+            op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
+            el(row, "td", class_="mono", text=str(item.get("loc", "")))
+            roles = dict(model.ops.get(str(item.get("op")), {}).get("call_sites", []))
+            chips(el(row, "td"), {int(i): roles.get(int(i)) for i in item.get("call_sites", [])}, 24)
+            el(row, "td", None, ", ".join(item.get("roles", [])))
+    else:
+        el(node, "p", class_="muted", text="None: every source op is computed by one dispatch.")
+    shared = audit.get("shared_executables", [])
+    el(node, "h3", None, f"Executables shared by several call sites ({len(shared)})")
+    el(node, "p", class_="note", text="IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) cannot tell these call sites apart.")
+    if shared:
+        sites = {site["index"]: site for site in model.call_sites}
+        table = el(node, "table", class_="grid")
+        header = el(el(table, "thead"), "tr")
+        for label in ("export", "call sites", "total share", "sources"):
+            el(header, "th", None, label)
+        body = el(table, "tbody")
+        for item in shared:
+            indices = [int(i) for i in item.get("call_sites", [])]
+            row = el(body, "tr")
+            el(row, "td", class_="mono", title=str(item.get("export", "")), text=short_export(str(item.get("export", ""))))
+            chips(el(row, "td"), indices, 24)
+            bar(el(row, "td"), sum((sites[i]["share"] or 0.0) for i in indices if i in sites))
+            el(row, "td", class_="src", text="; ".join(dict.fromkeys(short_loc(sites[i]["loc"], 40) for i in indices if i in sites)))
+    else:
+        el(node, "p", class_="muted", text="None: each executable serves one call site.")
+
+
+# Viewer data ---------------------------------------------------------------------------------------
+
+
+def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
+    role_code = {"root": "r", "producer": "p"}
+    lines = {
+        key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
+        for key, line in model.lines.items()
+    }
+    used_ops = {op for line in model.lines.values() for op in line.ops} | {op for site in model.call_sites for op, _, _ in site["ops"]}
+    ops = {
+        op: {"l": info["label"], "n": info["op_names"], "s": round(info["share"], 6), "ln": info["lines"], "cs": [[i, role_code.get(r, r)] for i, r in info["call_sites"]]}
+        for op, info in model.ops.items() if op in used_ops
+    }
+    exe_ids = {name: executable.id for name, executable in model.executables.items()}
+    sites = {
+        str(site["index"]): {
+            "e": site["export"], "x": exe_ids.get(site["executable"]), "root": site["root_op"], "s": round(site["share"] or 0.0, 6),
+            "m": round(site["mean_ns"] or 0.0, 1), "ops": [[op, role_code.get(r, r), round(f, 4)] for op, r, f in site["ops"]], "ln": site["lines"],
+        }
+        for site in model.call_sites
+    }
+    executables = {
+        executable.id: {"n": executable.name, "cs": executable.call_sites, "dumped": dumped_call_site(model, executable)}
+        for executable in model.executables.values()
+    }
+    succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
+    for source, target, _ in layout.edges:
+        succ.setdefault(source, []).append(target)
+        pred.setdefault(target, []).append(source)
+    graph = {
+        "nodes": {node: [round(p.x, 1), round(p.y, 1), p.w, p.group] for node, p in layout.nodes.items()},
+        "groups": [[g.id, round(g.y, 1), round(g.height, 1)] for g in layout.groups],
+        "succ": succ, "pred": pred, "height": round(layout.height, 1),
+        "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP},
+    }
+    files = [{"id": f.id, "name": f.name, "path": f.path} for f in model.files]
+    return {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}

@@ -1,0 +1,245 @@
+"""Layout of the provenance graph for the report: four layers, source ops grouped by file or layer.
+
+Columns, left to right: source ops (only those feeding a call site), call sites (execution order),
+exports, executables. Source ops are grouped by the file of their outermost position (the user's own
+code for a Python call stack), else by the first component of their name (``layer1`` of
+``layer1.fc``); groups and the ops in them are ordered by the mean execution index of the call sites
+they feed (barycentre ordering), so edges run mostly level and uncrossed. Call sites are spread evenly
+along the source-op column; exports and executables sit as near as their order allows to the median
+height of their neighbours on the left (isotonic regression with a minimum gap: nodes never overlap).
+The graph itself is walked with networkx."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+from tracelink.provenance.graph import nodes_of_kind
+
+ROW = 22  # vertical pitch of nodes
+NODE_H = 18
+GROUP_HEADER = 24
+GROUP_GAP = 12
+TOP = 34  # room for the column titles
+COLUMNS = {  # kind -> (x, width, title)
+    "source_op": (10, 270, "source ops"),
+    "call_site": (370, 250, "call sites"),
+    "export": (700, 270, "exports"),
+    "executable": (1050, 230, "executables"),
+}
+WIDTH = 1290
+
+
+@dataclass
+class Placed:
+    id: str
+    kind: str
+    x: float
+    y: float  # top
+    w: float
+    label: str
+    title: str
+    group: str | None = None
+    share: float = 0.0
+    extra: str = ""  # a css class
+
+
+@dataclass
+class Group:
+    id: str
+    title: str
+    y: float  # top of the header
+    height: float  # header and its nodes
+    nodes: list[str] = field(default_factory=list)
+    share: float = 0.0
+
+
+@dataclass
+class GraphLayout:
+    width: float
+    height: float
+    nodes: dict[str, Placed]
+    groups: list[Group]
+    edges: list[tuple[str, str, str]]  # source, target, role ("root", "producer" or "")
+    hidden_ops: int  # source ops feeding no call site, left out
+
+
+def group_key(op: dict) -> str:
+    """The op's group: the file of its outermost position (the user's code for a call stack), else its layer."""
+    if op["positions"]:
+        return op["positions"][-1][0]
+    if op["file"]:
+        return op["file"]
+    name = op["name"]
+    parts = re.split(r"[./:]", name, maxsplit=1)
+    return parts[0] if len(parts) > 1 and parts[0] else "(named ops)" if name else "(no location)"
+
+
+def pav(values: list[float], gap: float) -> list[float]:
+    """Closest non-decreasing positions to ``values`` with at least ``gap`` between neighbours (least squares)."""
+    shifted = [v - i * gap for i, v in enumerate(values)]
+    blocks: list[list[float]] = []  # [mean, weight]
+    for value in shifted:
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            mean2, weight2 = blocks.pop()
+            mean1, weight1 = blocks.pop()
+            blocks.append([(mean1 * weight1 + mean2 * weight2) / (weight1 + weight2), weight1 + weight2])
+    fitted: list[float] = []
+    for mean, weight in blocks:
+        fitted.extend([mean] * int(weight))
+    return [v + i * gap for i, v in enumerate(fitted)]
+
+
+def median(values: list[float]) -> float | None:
+    """The median (one far neighbour does not drag a node away from the others)."""
+    if not values:
+        return None
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+
+
+
+
+
+
+def place_column(order: list[str], desired: dict[str, float], top: float) -> dict[str, float]:
+    """Heights (top of node) for ``order``, near ``desired`` centres, in order, a row apart, not above ``top``."""
+    if not order:
+        return {}
+    wanted = [desired.get(node, top) - NODE_H / 2 for node in order]
+    placed = pav(wanted, ROW)
+    lift = max(0.0, top - placed[0])
+    return {node: y + lift for node, y in zip(order, placed)}
+
+
+def short_label(text: str, width: float) -> str:
+    limit = max(8, int(width / 6.6))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def op_label(op: dict) -> str:
+    """A short name for an op: its location name, else file:line."""
+    if op["name"]:
+        return op["name"]
+    if op["file"]:
+        return f"{Path(op['file']).name}:{op['line']}"
+    return op["label"]
+
+
+def op_kind(name: str) -> str:
+    """An op name without its dialect: ``torch.aten.mul.Tensor`` → ``mul.Tensor``, ``linalg.matmul`` → ``matmul``."""
+    parts = name.split(".")
+    return ".".join(parts[2:] if len(parts) > 2 else parts[1:]) or name
+
+
+def outer_line(op: dict) -> int:
+    return op["positions"][-1][1] if op["positions"] else op["line"]
+
+
+def graph_label(op: dict) -> str:
+    """An op's label inside its file's group: its name, else ``line: op`` (``101: conv2d @ conv.py:443`` for a stack)."""
+    if op["name"]:
+        return op["name"]
+    if op["positions"]:
+        kind = op_kind(op["op_names"].split(", ")[0]) if op["op_names"] else ""
+        (inner_file, inner_line), (_, outer_line) = op["positions"][0], op["positions"][-1]
+        label = f"{outer_line}: {kind}" if kind else f"line {outer_line}"
+        if len(op["positions"]) > 1:
+            label += f" @ {Path(inner_file).name}:{inner_line}"
+        return label
+    return op["label"]
+
+
+def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict], short_export) -> GraphLayout:
+    sites = {f"cs:{site['index']}": site for site in call_sites}
+    feeding = [node for node in nodes_of_kind(graph, "source_op") if ops.get(node, {}).get("call_sites")]
+    hidden = len(nodes_of_kind(graph, "source_op")) - len(feeding)
+
+    def barycentre(node: str) -> float:
+        indices = [index for index, _ in ops[node]["call_sites"]]
+        return sum(indices) / len(indices)
+
+    grouped: dict[str, list[str]] = {}
+    for node in feeding:
+        grouped.setdefault(group_key(ops[node]), []).append(node)
+    ordered_groups = sorted(grouped.items(), key=lambda item: (sum(map(barycentre, item[1])) / len(item[1]), item[0]))
+
+    # Source ops in group order, a row apart (a group header and gap more between groups).
+    op_order: list[str] = []
+    offsets: list[float] = []
+    group_of: dict[str, int] = {}
+    offset = 0.0
+    for number, (_, members) in enumerate(ordered_groups):
+        for position, node in enumerate(sorted(members, key=lambda n: (barycentre(n), outer_line(ops[n]), n))):
+            if op_order:
+                offset += ROW if position else ROW + GROUP_GAP + GROUP_HEADER
+            op_order.append(node)
+            offsets.append(offset)
+            group_of[node] = number
+    site_order = [f"cs:{site['index']}" for site in call_sites if f"cs:{site['index']}" in graph]
+    first_op = TOP + GROUP_HEADER
+    op_top = {node: first_op + off for node, off in zip(op_order, offsets)}
+    # Call sites in execution order, spread evenly over the height of the source-op column: with ops
+    # ordered by the call sites they feed, edges run roughly level and parallel.
+    span = (offsets[-1] + ROW + GROUP_HEADER) if offsets else 0.0
+    pitch = max(ROW, span / max(len(site_order), 1))
+    site_top = {node: TOP + position * pitch + (pitch - ROW) / 2 for position, node in enumerate(site_order)}
+
+    nodes: dict[str, Placed] = {}
+    groups: list[Group] = []
+    x, w, _ = COLUMNS["source_op"]
+    for number, (key, members) in enumerate(ordered_groups):
+        group = Group(id=f"g{number}", title=key, y=0, height=0)
+        for node in (n for n in op_order if group_of[n] == number):
+            op = ops[node]
+            title = "\n".join(filter(None, [op["label"], op["op_names"], f"{op['share']:.1%} of dispatch time"]))
+            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50), title, group.id, op["share"])
+            group.nodes.append(node)
+            group.share += op["share"]
+        group.y = op_top[group.nodes[0]] - GROUP_HEADER
+        group.height = op_top[group.nodes[-1]] + ROW - group.y
+        groups.append(group)
+    height = max((g.y + g.height + GROUP_GAP for g in groups), default=TOP)
+    centre = {node: placed.y + NODE_H / 2 for node, placed in nodes.items()}
+
+    def median_of(node: str, neighbours) -> float | None:
+        return median([centre[n] for n in neighbours if n in centre])
+
+    x, w, _ = COLUMNS["call_site"]
+    for node, top in site_top.items():
+        site = sites[node]
+        label = f"#{site['index']} {site['root_op'] or short_export(site['export'])}"
+        title = "\n".join(filter(None, [f"call site #{site['index']}", site["export"], site["loc"], f"{(site['share'] or 0):.1%} of dispatch time"]))
+        extra = "init" if site["phase"] != "run" else ""
+        nodes[node] = Placed(node, "call_site", x, top, w, short_label(label, w - 50), title, None, site["share"] or 0.0, extra)
+        centre[node] = top + NODE_H / 2
+
+    for kind, neighbours in (("export", graph.predecessors), ("executable", graph.predecessors)):
+        members = nodes_of_kind(graph, kind)
+        wanted = {node: median_of(node, neighbours(node)) for node in members}
+        order = sorted(members, key=lambda n: (wanted[n] is None, wanted[n] or 0.0, n))
+        fallback = {n: (wanted[n] if wanted[n] is not None else height) for n in order}
+        x, w, _ = COLUMNS[kind]
+        for node, top in place_column(order, fallback, TOP).items():
+            data = graph.nodes[node]
+            name = str(data.get("label") or node.split(":", 1)[1])
+            share = sum(nodes[p].share for p in graph.predecessors(node) if p in nodes)
+            title = f"{kind} {name}\n{share:.1%} of dispatch time"
+            if kind == "export" and data.get("shapes"):
+                title += f"\n{data['shapes']}"
+            nodes[node] = Placed(node, kind, x, top, w, short_label(short_export(name), w - 50), title, None, share)
+            centre[node] = top + NODE_H / 2
+
+    edges = []
+    for source, target, data in graph.edges(data=True):
+        if source in nodes and target in nodes:
+            edges.append((source, target, str(data.get("role") or "")))
+    bottom = max((placed.y + NODE_H for placed in nodes.values()), default=TOP)
+    return GraphLayout(WIDTH, max(height, bottom) + 16, nodes, groups, edges, hidden)

@@ -1,0 +1,364 @@
+"""What the report shows, computed from a profile: files and their hot lines, ops, call sites, executables.
+
+Everything here is plain data (dicts, lists, numbers, text); :mod:`tracelink.report.html` turns it
+into markup and the viewer's JSON. A *line* is one line of one shown file; its time is the sum of the
+times of the distinct source ops at that line (inclusive, like ``source_lines.csv``: an op counts for
+every line of its call stack and fused members). Ops reach a line two ways: a position of their
+location (``file:line:col``, Python frames included), or, in the input program, the line their text is
+written on (so ops located only by a name, e.g. ONNX node names, still light up the program).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from tracelink.profile_dir import Profile
+from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
+from tracelink.provenance.ir_utils import new_context
+from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
+
+MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
+MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables are long and repetitive
+MAX_FILE_LINES = 20000  # a bigger input program is shown around its mapped lines only
+CONTEXT_LINES = 3  # lines shown around mapped lines of other files read from disk
+MAX_OTHER_FILE_BYTES = 4_000_000
+# Ops of an executable that carry the dispatch's location without computing anything of it.
+STRUCTURAL_OPS = ("hal.", "builtin.", "func.", "util.", "iree_tensor_ext.", "arith.constant", "tensor.empty", "scf.yield", "linalg.yield")
+STRUCTURAL_SUFFIXES = ("_end", "return", ".yield")
+
+
+@dataclass
+class Line:
+    key: str  # "f<file>:<line>"
+    file: int
+    number: int
+    ops: list[str] = field(default_factory=list)
+    call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer"
+    total_ns: float = 0.0
+    mean_ns: float = 0.0
+    share: float = 0.0
+
+
+@dataclass
+class SourceFile:
+    index: int
+    path: str
+    is_program: bool
+    text: list[str] | None  # every line of the file, when readable
+    lines: dict[int, Line] = field(default_factory=dict)  # mapped lines by number
+    shown: list[int] = field(default_factory=list)  # line numbers to show (with gaps where they jump)
+
+    @property
+    def id(self) -> str:
+        return f"f{self.index}"
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name or self.path
+
+    @property
+    def max_share(self) -> float:
+        return max((line.share for line in self.lines.values()), default=0.0)
+
+
+@dataclass
+class Executable:
+    index: int
+    name: str
+    exports: list[str]
+    source_file: str  # relative to artifacts/
+    text: list[str] | None  # the source without locations, lines cut
+    line_ops: dict[int, list[str]] = field(default_factory=dict)  # text line -> source ops its op came from
+    call_sites: list[int] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"x{self.index}"
+
+
+@dataclass
+class ReportModel:
+    profile: Profile
+    summary: dict
+    files: list[SourceFile]
+    lines: dict[str, Line]
+    ops: dict[str, dict]  # op node -> label, name, op_names, lines, call sites, times
+    call_sites: list[dict]
+    executables: dict[str, Executable]  # by executable name
+    durations: dict[int, np.ndarray]  # call site -> durations (ns) in event order
+    per_iteration: dict[int, list[tuple[int, float]]]  # call site -> (iteration, ns)
+    audit: dict
+    iteration_strip: list[dict]  # dispatches of one representative iteration: call site, start, duration
+    counters: list[str]  # extra numeric call-site columns a collector gave
+
+
+def short_export(name: str) -> str:
+    """``forward$async_dispatch_3_matmul_64x64`` → ``dispatch_3_matmul_64x64``."""
+    at = name.find("dispatch_")
+    return name[at:] if at > 0 else name
+
+
+def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    text = text.rstrip()
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit} more characters)"
+
+
+def read_lines(path: Path, limit: int = MAX_OTHER_FILE_BYTES) -> list[str] | None:
+    """The lines of a text file, None when it is missing, unreadable or too big."""
+    try:
+        if not path.is_file() or path.stat().st_size > limit:
+            return None
+        return path.read_text(errors="replace").split("\n")
+    except OSError:
+        return None
+
+
+def positions_of(data: dict) -> list[tuple[str, int]]:
+    """Distinct (file, line) of a source-op node's positions, innermost first."""
+    found: dict[tuple[str, int], None] = {}
+    for position in json.loads(data.get("positions") or "[]"):
+        path, line, _ = position.rsplit(":", 2)
+        found[(path, int(line))] = None
+    return list(found)
+
+
+def same_file(position_file: str, program: str) -> bool:
+    return bool(position_file) and (position_file == program or program.endswith("/" + position_file))
+
+
+def build_model(profile: Profile) -> ReportModel:
+    graph = profile.graph
+    summary = profile.summary
+    program = str(summary.get("program", ""))
+    context = new_context()
+    by_frames = {data["frames"]: node for node, data in graph.nodes(data=True) if data.get("kind") == "source_op"}
+    program_ops, enclosing = program_text_ops(Path(program), context) if program else (None, frozenset())
+
+    ops = op_table(profile, graph)
+    files, lines = map_lines(profile, graph, ops, program, program_ops, by_frames)
+    call_sites = call_site_rows(profile, graph, lines, ops)
+    executables = read_executables(profile, graph, enclosing, by_frames, context)
+    durations, per_iteration = event_series(profile.events)
+    counters = counter_columns(profile.call_sites)
+    return ReportModel(
+        profile=profile, summary=summary, files=files, lines=lines, ops=ops, call_sites=call_sites,
+        executables=executables, durations=durations, per_iteration=per_iteration,
+        audit=summary.get("audit") or (audit_of(graph) if "audit" in graph.graph else {}),
+        iteration_strip=iteration_strip(profile.events), counters=counters,
+    )
+
+
+def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
+    """Every source op: display data, the call sites it feeds, and its time (from source_ops.csv)."""
+    times = {row.op: row for row in profile.source_ops.itertuples()} if not profile.source_ops.empty else {}
+    ops: dict[str, dict] = {}
+    for node in nodes_of_kind(graph, "source_op"):
+        data = graph.nodes[node]
+        feeds = sorted(
+            (graph.nodes[target]["index"], edge["role"]) for _, target, edge in graph.out_edges(node, data=True) if edge.get("kind") == "feeds"
+        )
+        row = times.get(node)
+        ops[node] = {
+            "label": str(data.get("label", node)), "name": str(data.get("name") or ""), "op_names": str(data.get("op_names") or ""),
+            "file": str(data.get("file") or ""), "line": int(data.get("line") or 0), "positions": positions_of(data),
+            "call_sites": feeds, "total_ns": (number(row.total_ns) or 0.0) if row is not None else 0.0,
+            "mean_ns": (number(row.mean_ns) or 0.0) if row is not None else 0.0, "share": (number(row.share) or 0.0) if row is not None else 0.0,
+            "lines": [],
+        }
+    return ops
+
+
+def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[list[SourceFile], dict[str, Line]]:
+    """The files to show and their mapped lines (see the module docstring)."""
+    files: dict[str, SourceFile] = {}
+
+    def file_of(path: str, is_program: bool) -> SourceFile:
+        if path not in files:
+            files[path] = SourceFile(index=len(files), path=path, is_program=is_program, text=None)
+        return files[path]
+
+    at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
+    if program:
+        program_file = file_of(program, True)
+        program_file.text = read_lines(Path(program), limit=64_000_000)
+        if program_file.text is not None:
+            for text_op in program_ops or []:
+                node = next((by_frames[key] for key in text_op.keys if key in by_frames), None)
+                if node is not None and text_op.line > 0:
+                    at_line[(program, text_op.line)][node] = None
+    for node, op in ops.items():
+        for path, number in op["positions"]:
+            target = program if program and same_file(path, program) else path
+            at_line[(target, number)][node] = None
+    for path in sorted({path for path, _ in at_line}, key=lambda p: (p != program, p)):
+        file_of(path, path == program)
+    for source_file in files.values():
+        if source_file.text is None and not source_file.is_program:
+            source_file.text = read_lines(Path(source_file.path))
+
+    for (path, number), nodes in at_line.items():
+        line = Line(key="", file=0, number=number, ops=list(nodes))
+        for node in nodes:
+            op = ops[node]
+            line.total_ns += op["total_ns"]
+            line.mean_ns += op["mean_ns"]
+            line.share += op["share"]
+            for index, role in op["call_sites"]:
+                if line.call_sites.get(index) != "root":
+                    line.call_sites[index] = role
+        line.call_sites = dict(sorted(line.call_sites.items()))
+        files[path].lines[number] = line
+    shown = [f for f in files.values() if f.lines or f.text is not None]  # not a program that is gone and explains nothing
+    ordered = sorted(shown, key=lambda f: (not f.is_program, -f.max_share, f.path))
+    lines: dict[str, Line] = {}
+    for index, source_file in enumerate(ordered):  # the program first, then the hottest files
+        source_file.index = index
+        source_file.shown = shown_lines(source_file)
+        for number in sorted(source_file.lines):
+            line = source_file.lines[number]
+            line.file, line.key = index, f"{source_file.id}:{number}"
+            lines[line.key] = line
+            for node in line.ops:
+                ops[node]["lines"].append(line.key)
+    return ordered, lines
+
+
+def shown_lines(source_file: SourceFile) -> list[int]:
+    """Which line numbers a file view shows: all of a readable program, else mapped lines (with context)."""
+    mapped = sorted(source_file.lines)
+    if source_file.text is None:
+        return mapped
+    count = len(source_file.text)
+    if source_file.text and source_file.text[-1] == "":
+        count -= 1
+    if source_file.is_program and count <= MAX_FILE_LINES:
+        return list(range(1, count + 1))
+    keep: set[int] = set()
+    for number in mapped:
+        keep.update(range(max(1, number - CONTEXT_LINES), min(count, number + CONTEXT_LINES) + 1))
+    keep.update(n for n in mapped if n > count)
+    return sorted(keep)
+
+
+def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], ops: dict[str, dict]) -> list[dict]:
+    """One dict per call site: provenance, export data, statistics and the ops/lines it computes."""
+    table = profile.call_sites
+    rows = {int(row["call_site"]): row for row in table.to_dict("records")} if not table.empty else {}
+    out = []
+    for node in nodes_of_kind(graph, "call_site"):
+        data = graph.nodes[node]
+        index = int(data["index"])
+        export = graph.nodes.get(f"export:{data['export']}", {})
+        row = rows.get(index, {})
+        fed = [(source, edge) for source, _, edge in graph.in_edges(node, data=True) if edge.get("kind") == "feeds"]
+        weight_total = sum(float(edge.get("weight", 0.0)) for _, edge in fed)
+        fractions = {
+            source: (float(edge.get("weight", 0.0)) / weight_total if weight_total > 0 else (1.0 if edge.get("role") == "root" else 0.0))
+            for source, edge in fed
+        }
+        op_roles = [(op, role, fractions.get(op, 0.0)) for op, role in ops_of_call_site(graph, index)]
+        line_keys = sorted({key for op, _, _ in op_roles for key in ops.get(op, {}).get("lines", [])}, key=line_sort_key)
+        out.append({
+            "index": index, "export": str(data["export"]), "executable": str(export.get("executable") or row.get("executable") or ""),
+            "root_op": str(data.get("root_op") or ""), "loc": str(data.get("loc") or ""), "phase": str(data.get("phase") or "run"),
+            "workgroups": str(data.get("workgroups") or ""), "workgroup_count": int(data.get("workgroup_count") or 0),
+            "shapes": str(export.get("shapes") or ""), "lowering_config": str(export.get("lowering_config") or ""),
+            "workgroup_size": str(export.get("workgroup_size") or ""), "source_file": str(export.get("source_file") or ""),
+            "ops": op_roles, "lines": line_keys,
+            **{key: number(row.get(key)) for key in ("count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "tile_count_mean", "tile_duration_sum_mean_ns")},
+            "extra": {key: number(row.get(key)) for key in counter_columns(table)},
+        })
+    return sorted(out, key=lambda site: site["index"])
+
+
+def line_sort_key(key: str) -> tuple[int, int]:
+    file_id, number = key.split(":")
+    return int(file_id[1:]), int(number)
+
+
+def number(value) -> float | None:
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(result) else result
+
+
+KNOWN_CALL_SITE_COLUMNS = {
+    "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops",
+    "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share",
+    "tile_count_mean", "tile_duration_sum_mean_ns",
+}
+
+
+def counter_columns(table: pd.DataFrame) -> list[str]:
+    """Numeric call-site columns beyond the known ones: counters a collector measured."""
+    return [c for c in table.columns if c not in KNOWN_CALL_SITE_COLUMNS and pd.api.types.is_numeric_dtype(table[c])]
+
+
+def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context) -> dict[str, Executable]:
+    """Each executable's dumped source (locations removed) and, per line, the source ops it came from."""
+    executables: dict[str, Executable] = {}
+    for node in nodes_of_kind(graph, "export"):
+        data = graph.nodes[node]
+        name = str(data.get("executable") or "")
+        if not name:
+            continue
+        executable = executables.get(name)
+        if executable is None:
+            executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
+            executables[name] = executable
+            path = profile.artifacts / executable.source_file if executable.source_file else None
+            text = path.read_text(errors="replace") if path is not None and path.is_file() else None
+            if text is not None:
+                executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in strip_locations(text).split("\n")]
+                for text_op in text_ops(text, enclosing, context) or []:
+                    if text_op.name.startswith(STRUCTURAL_OPS) or text_op.name.endswith(STRUCTURAL_SUFFIXES):
+                        continue
+                    found = [by_frames[key] for key in text_op.keys if key in by_frames]
+                    if found and text_op.line > 0:
+                        executable.line_ops.setdefault(text_op.line, [])
+                        executable.line_ops[text_op.line] = list(dict.fromkeys(executable.line_ops[text_op.line] + found))
+        executable.exports.append(str(data.get("label") or node.removeprefix("export:")))
+        executable.call_sites.extend(sorted(int(graph.nodes[s]["index"]) for s, _ in graph.in_edges(node)))
+    return executables
+
+
+def event_series(events: pd.DataFrame) -> tuple[dict[int, np.ndarray], dict[int, list[tuple[int, float]]]]:
+    """Each call site's execution times (event order) and its time in each iteration."""
+    timed = events.dropna(subset=["call_site"])
+    sites = timed["call_site"].astype("int64").to_numpy()
+    values = timed["duration_ns"].astype("float64").to_numpy()
+    order = np.argsort(sites, kind="stable")
+    keys, starts = np.unique(sites[order], return_index=True)
+    durations = {int(k): part for k, part in zip(keys, np.split(values[order], starts[1:]))}
+    per_iteration: dict[int, list[tuple[int, float]]] = {}
+    with_iteration = timed.dropna(subset=["iteration"])
+    if not with_iteration.empty:
+        sums = with_iteration.astype({"call_site": "int64", "iteration": "int64", "duration_ns": "float64"}).groupby(["call_site", "iteration"])["duration_ns"].sum()
+        for (site, iteration), value in sums.items():
+            per_iteration.setdefault(int(site), []).append((int(iteration), float(value)))
+    return durations, per_iteration
+
+
+def iteration_strip(events: pd.DataFrame) -> list[dict]:
+    """The dispatches of the iteration whose total time is the median one, with start offsets."""
+    timed = events.dropna(subset=["call_site", "iteration", "start_ns", "duration_ns"])
+    if timed.empty:
+        return []
+    totals = timed.groupby("iteration")["duration_ns"].sum().sort_values(kind="stable")
+    chosen = totals.index[len(totals) // 2]
+    rows = timed[timed["iteration"] == chosen].sort_values("start_ns", kind="stable")
+    origin = int(rows["start_ns"].min())
+    return [
+        {"call_site": int(r.call_site), "start": int(r.start_ns) - origin, "duration": int(r.duration_ns), "iteration": int(chosen)}
+        for r in rows.itertuples()
+    ]

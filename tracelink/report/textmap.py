@@ -1,0 +1,131 @@
+"""Where each op of an MLIR file is written: its text line, and the source ops its location names.
+
+An op's location says where it *came from*; the report also needs where it *is* in the file shown
+(the input program, an executable dump). MLIR keeps no text position for an op that has a location,
+so the file is parsed twice: as written, and with every ``loc(...)`` removed (line breaks kept), where
+the parser gives each op the file:line:col of its own text. Both parses hold the same ops in the same
+order; pairing them gives each op's location and its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink.provenance.ir_utils import new_context, walk
+from tracelink.provenance.locations import normalise
+from tracelink.provenance.program import FUNCTION_OPS
+
+ALIAS_DEFINITION = re.compile(r"^#[\w.$-]+\s*=\s*loc\(")
+
+
+@dataclass
+class TextOp:
+    """One op of a parsed file: its name, the line its text starts on and its location's frames keys."""
+
+    name: str
+    line: int
+    keys: list[str]  # JSON frames keys of the location, or of each member of a fused location
+
+
+STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"?', re.S)  # the rest of a string literal after its opening quote
+STRING_OR_LOC = re.compile(r'"|(?<![\w$.@%#!^-])loc\(')
+STRING_OR_PAREN = re.compile(r'["()]')
+
+
+def skip_string(text: str, start: int) -> int:
+    """Index just past the string literal opening at ``start``."""
+    return STRING_REST.match(text, start + 1).end()
+
+
+def strip_locations(text: str) -> str:
+    """``text`` without any ``loc(...)`` nor location alias definition, every line break kept."""
+    text = "\n".join("" if ALIAS_DEFINITION.match(line) else line for line in text.split("\n"))
+    pieces: list[str] = []
+    index = copied = 0
+    while (found := STRING_OR_LOC.search(text, index)) is not None:
+        if found.group() == '"':
+            index = skip_string(text, found.start())
+            continue
+        start, depth, cursor = found.start(), 0, found.end() - 1  # cursor on the "(" of "loc("
+        while (token := STRING_OR_PAREN.search(text, cursor)) is not None:
+            if token.group() == '"':
+                cursor = skip_string(text, token.start())
+                continue
+            depth += 1 if token.group() == "(" else -1
+            cursor = token.end()
+            if depth == 0:
+                break
+        removed = text[start:cursor]
+        before = text[copied:start]
+        pieces.append(before.rstrip(" ") if "\n" not in removed else before)
+        pieces.append("\n" * removed.count("\n"))
+        index = copied = cursor
+    pieces.append(text[copied:])
+    return "".join(pieces)
+
+
+def location_keys(loc: ir.Location, enclosing: frozenset[str]) -> list[str]:
+    """Frames keys (as the provenance graph stores them) a location may match: itself, then its fused members."""
+    keys = []
+    for located in [normalise(loc, enclosing)] + [normalise(member, enclosing) for member in fused_members(loc)]:
+        if located.known:
+            keys.append(json.dumps(list(located.frames)))
+            if not enclosing and len(located.frames) > 1:  # program unknown: IREE's outer frame may still be there
+                keys.append(json.dumps(list(located.frames[:-1])))
+    return list(dict.fromkeys(keys))
+
+
+def fused_members(loc: ir.Location) -> list[ir.Location]:
+    """Members of a fused location, looking through call-site wrappers around it."""
+    if isinstance(loc, ir.FusedLoc):
+        return list(loc.locations)
+    if isinstance(loc, ir.CallSiteLoc):
+        inner = fused_members(loc.callee)
+        return [ir.Location.callsite(member, [loc.caller]) for member in inner] if inner else []
+    return []
+
+
+def text_ops(text: str, enclosing: frozenset[str] | None, context: ir.Context | None = None, path: Path | None = None) -> list[TextOp] | None:
+    """Every op of an MLIR text with its text line and location keys; None if the text does not parse.
+
+    Give the ``path`` the text was read from when ops may lack a location: the parser then names
+    that file in their locations, as it did when the profile was built. With ``enclosing`` None,
+    the enclosing-function locations are those of the text's own top-level functions (an input program).
+    """
+    found, _ = parse_text_ops(text, enclosing, context, path)
+    return found
+
+
+def parse_text_ops(text, enclosing, context, path) -> tuple[list[TextOp] | None, frozenset[str]]:
+    context = context or new_context()
+    try:
+        with context:
+            written = ir.Module.parseFile(str(path), context) if path is not None else ir.Module.parse(text, context)
+            stripped = ir.Module.parse(strip_locations(text), context)
+            if enclosing is None:
+                enclosing = frozenset(str(op.operation.location) for op in written.body.operations if op.operation.name in FUNCTION_OPS)
+            pairs = list(zip(walk(written.operation), walk(stripped.operation), strict=True))
+            found = []
+            for op, bare in pairs:
+                if op.name != bare.name:
+                    return None, enclosing
+                position = bare.location
+                line = position.start_line if isinstance(position, ir.FileLineColLoc) else 0
+                found.append(TextOp(op.name, line, location_keys(op.location, enclosing)))
+            return found, enclosing
+    except (ir.MLIRError, ValueError, TypeError, AttributeError):
+        return None, enclosing or frozenset()
+
+
+def program_text_ops(path: Path, context: ir.Context | None = None) -> tuple[list[TextOp] | None, frozenset[str]]:
+    """:func:`text_ops` of the input program, and the locations of its functions (IREE's outer frames)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None, frozenset()
+    return parse_text_ops(text, None, context, path)

@@ -1,0 +1,388 @@
+/* tracelink report viewer: the interactions of report.html (no framework, no network).
+ *
+ * The page is complete without this script; it adds: selecting a source line (highlights the call
+ * sites it feeds and the lines fused with it), sorting and filtering the dispatch table, the
+ * drill-down panel, and the provenance graph's neighbourhoods, search and collapsible groups.
+ * Program text only ever reaches the page through textContent (never innerHTML).
+ */
+(function () {
+  'use strict';
+  var D = JSON.parse(document.getElementById('tl-data').textContent);
+  var G = D.graph;
+
+  function $(selector, root) { return (root || document).querySelector(selector); }
+  function $$(selector, root) { return Array.prototype.slice.call((root || document).querySelectorAll(selector)); }
+
+  // h('a', {class: 'chip'}, ['text', child]): an element whose text is set safely.
+  function h(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    (children || []).forEach(function (child) {
+      node.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
+    });
+    return node;
+  }
+
+  function fmtNs(value) {
+    if (value === null || value === undefined) { return '–'; }
+    var units = [[1e9, 's'], [1e6, 'ms'], [1e3, 'µs']];
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(value) >= units[i][0]) {
+        var scaled = value / units[i][0];
+        return (scaled < 100 ? scaled.toPrecision(3) : scaled.toFixed(0)) + ' ' + units[i][1];
+      }
+    }
+    return value.toFixed(0) + ' ns';
+  }
+  function pct(value) {
+    if (!value) { return '0%'; }
+    return value >= 0.001 ? (value * 100).toFixed(1) + '%' : '<0.1%';
+  }
+  function shortExport(name) {
+    var at = name.indexOf('dispatch_');
+    return at > 0 ? name.slice(at) : name;
+  }
+  var ROLE = { r: 'root', p: 'producer' };
+
+  // Marks: classes added by one kind of selection, removed together.
+  function Marks() { this.items = []; }
+  Marks.prototype.add = function (node, cls) {
+    if (node) { node.classList.add(cls); this.items.push([node, cls]); }
+  };
+  Marks.prototype.clear = function () {
+    this.items.forEach(function (item) { item[0].classList.remove(item[1]); });
+    this.items = [];
+  };
+  var lineMarks = new Marks(), graphMarks = new Marks(), drillMarks = new Marks();
+
+  // Source files and lines ----------------------------------------------------------------------
+  var filesById = {};
+  D.files.forEach(function (file) { filesById[file.id] = file; });
+
+  function showFile(fileId) {
+    $$('.tab').forEach(function (tab) { tab.classList.toggle('on', tab.getAttribute('data-f') === fileId); });
+    $$('.file').forEach(function (view) { view.hidden = view.getAttribute('data-f') !== fileId; });
+  }
+  function lineRow(key) {
+    var parts = key.split(':');
+    return document.getElementById('L-' + parts[0] + '-' + parts[1]);
+  }
+  function lineName(key) {
+    var parts = key.split(':');
+    return filesById[parts[0]].name + ':' + parts[1];
+  }
+
+  function selectLine(key, scroll) {
+    var line = D.lines[key];
+    if (!line) { return; }
+    lineMarks.clear();
+    var fileId = key.split(':')[0];
+    showFile(fileId);
+    var row = lineRow(key);
+    lineMarks.add(row, 'sel');
+    var sites = {};
+    line.cs.forEach(function (pair) { sites[pair[0]] = pair[1]; });
+    var fused = {};
+    Object.keys(sites).forEach(function (index) {
+      var tr = document.getElementById('cs-' + index);
+      lineMarks.add(tr, 'hl');
+      lineMarks.add(tr, sites[index] === 'r' ? 'hl-r' : 'hl-p');
+      lineMarks.add(graphNode('cs:' + index), 'hl');
+      (D.cs[index].ln || []).forEach(function (other) { if (other !== key) { fused[other] = true; } });
+    });
+    Object.keys(fused).forEach(function (other) { lineMarks.add(lineRow(other), 'fused'); });
+    line.ops.forEach(function (op) { lineMarks.add(graphNode(op), 'hl'); });
+    lineDetails(key, Object.keys(fused));
+    if (scroll && row) { row.scrollIntoView({ block: 'center' }); }
+    if (history.replaceState) { history.replaceState(null, '', '#' + (row ? row.id : '')); }
+  }
+
+  function chip(index, role) {
+    return h('a', { href: '#', 'class': 'chip' + (role ? ' ' + ROLE[role] : ''), 'data-cs': String(index) }, ['#' + index]);
+  }
+  function badge(role) { return h('span', { 'class': 'role ' + ROLE[role] }, [ROLE[role]]); }
+  function lineLink(key) { return h('a', { href: '#', 'class': 'lnk', 'data-k': key }, [lineName(key)]); }
+
+  function lineDetails(key, fused) {
+    var box = $('#line-details');
+    var line = D.lines[key];
+    var file = filesById[key.split(':')[0]];
+    box.textContent = '';
+    box.appendChild(h('h3', { 'class': 'mono' }, [lineName(key)]));
+    box.appendChild(h('div', { 'class': 'muted small mono path' }, [file.path]));
+    box.appendChild(h('p', null, [pct(line.s) + ' of dispatch time · ' + fmtNs(line.t) + ' per iteration']));
+    box.appendChild(h('h4', null, ['Dispatches it feeds (' + line.cs.length + ')']));
+    if (!line.cs.length) { box.appendChild(h('p', { 'class': 'muted' }, ['None: its ops run in no dispatch (see Audit).'])); }
+    var list = h('ul', { 'class': 'list', id: 'line-sites' });
+    line.cs.forEach(function (pair) {
+      var site = D.cs[pair[0]];
+      list.appendChild(h('li', { 'data-cs': String(pair[0]) }, [
+        chip(pair[0], pair[1]), ' ', badge(pair[1]), ' ',
+        h('span', { 'class': 'mono' }, [shortExport(site.e)]), ' ',
+        h('span', { 'class': 'muted num' }, [fmtNs(site.m) + ' · ' + pct(site.s)])
+      ]));
+    });
+    box.appendChild(list);
+    box.appendChild(h('h4', null, ['Source ops at this line (' + line.ops.length + ')']));
+    var ops = h('ul', { 'class': 'list' });
+    line.ops.forEach(function (op) {
+      var info = D.ops[op] || { l: op, n: '' };
+      ops.appendChild(h('li', null, [
+        h('a', { href: '#', 'class': 'opl', 'data-op': op }, [info.l]), ' ',
+        h('span', { 'class': 'muted mono' }, [info.n || ''])
+      ]));
+    });
+    box.appendChild(ops);
+    if (fused.length) {
+      box.appendChild(h('h4', null, ['Fused with (' + fused.length + ' lines)']));
+      var others = h('div', { 'class': 'links' });
+      fused.slice(0, 60).forEach(function (other) { others.appendChild(lineLink(other)); others.appendChild(document.createTextNode(' ')); });
+      if (fused.length > 60) { others.appendChild(h('span', { 'class': 'more' }, ['+' + (fused.length - 60)])); }
+      box.appendChild(others);
+    }
+  }
+
+  function goLine(key) {
+    var row = lineRow(key);
+    selectLine(key, false);
+    if (row) { row.scrollIntoView({ block: 'center' }); }
+  }
+  function goOp(op) {
+    var info = D.ops[op];
+    if (info && info.ln && info.ln.length) { goLine(info.ln[0]); return; }
+    graphSelect(op);
+    var node = graphNode(op);
+    if (node) { node.scrollIntoView({ block: 'center' }); }
+  }
+
+  // Dispatch table ------------------------------------------------------------------------------
+  function sortBy(th) {
+    var table = th.closest('table');
+    var column = Number(th.getAttribute('data-col'));
+    var numeric = th.getAttribute('data-sort') === 'num';
+    var direction = th.classList.contains('desc') ? 1 : th.classList.contains('asc') ? -1 : (numeric ? -1 : 1);
+    $$('th', table).forEach(function (other) { other.classList.remove('asc', 'desc'); });
+    th.classList.add(direction === 1 ? 'asc' : 'desc');
+    var body = table.tBodies[0];
+    var keyed = Array.prototype.map.call(body.rows, function (row, position) {
+      var cell = row.cells[column];
+      var value = cell ? cell.getAttribute('data-v') : null;
+      var key = numeric ? (value === null || value === '' ? -Infinity : parseFloat(value)) : (cell ? cell.textContent.toLowerCase() : '');
+      return [key, position, row];
+    });
+    keyed.sort(function (a, b) { return a[0] < b[0] ? -direction : a[0] > b[0] ? direction : a[1] - b[1]; });
+    keyed.forEach(function (item) { body.appendChild(item[2]); });
+  }
+
+  function filterDispatches(query) {
+    var rows = $$('#dispatch-table tbody tr');
+    var needle = query.trim().toLowerCase(), shown = 0;
+    rows.forEach(function (row) {
+      if (row.tlText === undefined) {  // the row's text and its cells' full values (titles), once
+        row.tlText = (row.textContent + ' ' + $$('[title]', row).map(function (c) { return c.getAttribute('title'); }).join(' ')).toLowerCase();
+      }
+      row.hidden = needle !== '' && row.tlText.indexOf(needle) < 0;
+      if (!row.hidden) { shown++; }
+    });
+    $('#dispatch-count').textContent = shown + ' of ' + rows.length + ' call sites';
+  }
+
+  // Drill-down panel ----------------------------------------------------------------------------
+  function openDrill(index) {
+    var template = document.getElementById('t-cs-' + index);
+    if (!template) { return; }
+    var panel = $('#panel');
+    panel.hidden = false;
+    panel.setAttribute('data-cs', String(index));
+    document.body.classList.add('panel-open');
+    var body = $('#panel-body');
+    body.textContent = '';
+    body.scrollTop = 0;
+    body.appendChild(template.content.cloneNode(true));
+    var slot = $('.exe-slot', body);
+    if (slot) {
+      var exeId = slot.getAttribute('data-x');
+      var source = document.getElementById('t-' + exeId);
+      if (source) {
+        slot.appendChild(source.content.cloneNode(true));
+        markExecutable(slot, index, exeId);
+      }
+    }
+    $('#panel-title').textContent = 'Call site #' + index + ' · ' + shortExport(D.cs[index].e);
+    drillMarks.clear();
+    drillMarks.add(document.getElementById('cs-' + index), 'open');
+  }
+  function closeDrill() {
+    $('#panel').hidden = true;
+    document.body.classList.remove('panel-open');
+    drillMarks.clear();
+  }
+  function markExecutable(slot, index, exeId) {
+    var exe = D.exe[exeId];
+    var shown = exe && exe.dumped !== null && exe.dumped !== undefined && D.cs[exe.dumped] ? exe.dumped : index;
+    var roles = {};
+    D.cs[shown].ops.forEach(function (op) { roles[op[0]] = op[1]; });
+    var first = null;
+    $$('.ln[data-ops]', slot).forEach(function (row) {
+      var best = '';
+      row.getAttribute('data-ops').split(' ').forEach(function (op) {
+        if (roles[op] === 'r') { best = 'r'; } else if (roles[op] === 'p' && best !== 'r') { best = 'p'; }
+      });
+      row.classList.add(best === 'r' ? 'mr' : best === 'p' ? 'mp' : 'mo');
+      if (best === 'r' && !first) { first = row; }
+    });
+    var box = $('.code', slot);
+    if (first && box) { box.scrollTop = Math.max(0, first.offsetTop - box.offsetTop - 60); }
+  }
+
+  // Graph ---------------------------------------------------------------------------------------
+  var graphNodes = null, graphEdges = null, collapsed = {};
+  function graphNode(id) {
+    if (!graphNodes) {
+      graphNodes = {};
+      $$('#graph-svg .node').forEach(function (node) { graphNodes[node.getAttribute('data-id')] = node; });
+    }
+    return graphNodes[id] || null;
+  }
+  function edges() {
+    if (!graphEdges) { graphEdges = $$('#graph-svg path.edge'); }
+    return graphEdges;
+  }
+  function reach(start, adjacency, seen) {
+    var stack = [start];
+    while (stack.length) {
+      var node = stack.pop();
+      (adjacency[node] || []).forEach(function (next) { if (!seen[next]) { seen[next] = true; stack.push(next); } });
+    }
+  }
+  function graphSelect(id) {
+    graphMarks.clear();
+    var svg = $('#graph-svg');
+    if (!id || !graphNode(id)) { svg.classList.remove('focus'); $('#graph-info').textContent = ''; return; }
+    var seen = {};
+    seen[id] = true;
+    reach(id, G.succ, seen);
+    reach(id, G.pred, seen);
+    svg.classList.add('focus');
+    Object.keys(seen).forEach(function (node) {
+      graphMarks.add(graphNode(node), 'nb');
+      var placed = G.nodes[node];
+      if (placed && placed[3] && collapsed[placed[3]]) { graphMarks.add($('.grp[data-g="' + placed[3] + '"]'), 'nb'); }
+    });
+    graphMarks.add(graphNode(id), 'cur');
+    edges().forEach(function (edge) {
+      if (seen[edge.getAttribute('data-s')] && seen[edge.getAttribute('data-t')]) { graphMarks.add(edge, 'nb'); }
+    });
+    var info = $('#graph-info');
+    info.textContent = '';
+    var count = Object.keys(seen).length - 1;
+    if (id.indexOf('cs:') === 0) {
+      var index = id.slice(3);
+      info.appendChild(document.createTextNode('call site #' + index + ' and ' + count + ' connected nodes · '));
+      info.appendChild(h('a', { href: '#', 'class': 'chip', 'data-cs': index }, ['open drill-down #' + index]));
+    } else if (D.ops[id]) {
+      info.appendChild(document.createTextNode(D.ops[id].l + ' · ' + count + ' connected nodes '));
+      if (D.ops[id].ln.length) { info.appendChild(h('a', { href: '#', 'class': 'lnk', 'data-k': D.ops[id].ln[0] }, ['show ' + lineName(D.ops[id].ln[0])])); }
+    } else {
+      info.appendChild(document.createTextNode(id + ' · ' + count + ' connected nodes'));
+    }
+  }
+
+  function edgePath(x1, y1, x2, y2) {
+    var middle = (x1 + x2) / 2;
+    return 'M' + x1.toFixed(1) + ',' + y1.toFixed(1) + 'C' + middle.toFixed(1) + ',' + y1.toFixed(1) + ' ' +
+      middle.toFixed(1) + ',' + y2.toFixed(1) + ' ' + x2.toFixed(1) + ',' + y2.toFixed(1);
+  }
+  function relayoutGraph() {
+    var dims = G.dims, y = dims.top, offset = {}, top = {};
+    G.groups.forEach(function (group) {
+      var id = group[0], shift = y - group[1], isCollapsed = !!collapsed[id];
+      offset[id] = shift;
+      top[id] = y;
+      var node = $('.grp[data-g="' + id + '"]');
+      node.setAttribute('transform', 'translate(0,' + shift + ')');
+      node.classList.toggle('collapsed', isCollapsed);
+      $('.grp-box', node).setAttribute('height', isCollapsed ? dims.header : group[2]);
+      var title = $('.grp-title', node);
+      title.textContent = (isCollapsed ? '▸' : '▾') + title.textContent.slice(1);
+      y += (isCollapsed ? dims.header : group[2]) + dims.gap;
+    });
+    edges().forEach(function (edge) {
+      var source = G.nodes[edge.getAttribute('data-s')], target = G.nodes[edge.getAttribute('data-t')];
+      if (!source || !target || !source[3]) { return; }
+      var group = source[3];
+      var y1 = collapsed[group] ? top[group] + dims.header / 2 : source[1] + offset[group] + dims.nodeH / 2;
+      edge.setAttribute('d', edgePath(source[0] + source[2], y1, target[0], target[1] + dims.nodeH / 2));
+    });
+    var bottom = y;
+    Object.keys(G.nodes).forEach(function (id) { if (!G.nodes[id][3]) { bottom = Math.max(bottom, G.nodes[id][1] + dims.nodeH + 16); } });
+    var svg = $('#graph-svg');
+    var box = svg.getAttribute('viewBox').split(' ');
+    svg.setAttribute('viewBox', box[0] + ' ' + box[1] + ' ' + box[2] + ' ' + bottom);
+    svg.setAttribute('height', String(bottom));
+  }
+  function setCollapsed(ids, value) {
+    ids.forEach(function (id) { collapsed[id] = value; });
+    relayoutGraph();
+  }
+
+  function searchGraph(query, jump) {
+    var needle = query.trim().toLowerCase();
+    var svg = $('#graph-svg');
+    svg.classList.toggle('searching', needle !== '');
+    var first = null;
+    $$('#graph-svg .node').forEach(function (node) {
+      var match = needle !== '' && node.textContent.toLowerCase().indexOf(needle) >= 0;
+      node.classList.toggle('match', match);
+      if (match && !first) { first = node; }
+    });
+    if (jump && first) {
+      var placed = G.nodes[first.getAttribute('data-id')];
+      if (placed && placed[3] && collapsed[placed[3]]) { setCollapsed([placed[3]], false); }
+      first.scrollIntoView({ block: 'center', inline: 'nearest' });
+    }
+  }
+
+  // Events --------------------------------------------------------------------------------------
+  document.addEventListener('click', function (event) {
+    var target = event.target;
+    if (!(target instanceof Element)) { return; }
+    var found;
+    if ((found = target.closest('#panel-close'))) { closeDrill(); return; }
+    if ((found = target.closest('a.chip[data-cs], rect.d[data-cs]'))) {
+      event.preventDefault(); openDrill(found.getAttribute('data-cs')); return;
+    }
+    if ((found = target.closest('a.lnk[data-k]'))) { event.preventDefault(); goLine(found.getAttribute('data-k')); return; }
+    if ((found = target.closest('a.opl[data-op]'))) { event.preventDefault(); goOp(found.getAttribute('data-op')); return; }
+    if ((found = target.closest('.code.src .ln[data-k]'))) { selectLine(found.getAttribute('data-k'), false); return; }
+    if ((found = target.closest('button.tab[data-f]'))) { showFile(found.getAttribute('data-f')); return; }
+    if ((found = target.closest('table.sortable th[data-col]'))) { sortBy(found); return; }
+    if ((found = target.closest('#dispatch-table tbody tr[data-cs]'))) { openDrill(found.getAttribute('data-cs')); return; }
+    if ((found = target.closest('#graph-svg .grp-head'))) {
+      var group = found.getAttribute('data-g');
+      setCollapsed([group], !collapsed[group]); return;
+    }
+    if ((found = target.closest('#graph-svg .node'))) { graphSelect(found.getAttribute('data-id')); return; }
+    if (target.closest('#graph-svg')) { graphSelect(null); return; }
+    if (target.closest('#graph-collapse')) { setCollapsed(G.groups.map(function (g) { return g[0]; }), true); return; }
+    if (target.closest('#graph-expand')) { setCollapsed(G.groups.map(function (g) { return g[0]; }), false); return; }
+  });
+  document.addEventListener('keydown', function (event) {
+    if (event.key === 'Escape') { closeDrill(); return; }
+    var target = event.target;
+    if (event.key === 'Enter' && target instanceof Element && target.matches('#graph-svg [tabindex], .code.src .ln[data-k]')) {
+      target.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    }
+  });
+  var dispatchFilter = $('#dispatch-filter');
+  if (dispatchFilter) { dispatchFilter.addEventListener('input', function () { filterDispatches(dispatchFilter.value); }); }
+  var graphSearch = $('#graph-search');
+  if (graphSearch) {
+    graphSearch.addEventListener('input', function () { searchGraph(graphSearch.value, false); });
+    graphSearch.addEventListener('keydown', function (event) { if (event.key === 'Enter') { searchGraph(graphSearch.value, true); } });
+  }
+  var hash = decodeURIComponent(location.hash || '');
+  var match = /^#L-(f\d+)-(\d+)$/.exec(hash);
+  if (match && D.lines[match[1] + ':' + match[2]]) { goLine(match[1] + ':' + match[2]); }
+  document.body.classList.add('js');
+}());
