@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tracelink.pipeline",
     "tracelink.report.command",
     "tracelink.collect.hook_command",
+    "tracelink.collect.tracy.command",
 )
 
 

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import networkx as nx
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -105,24 +107,7 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
 
     started = time.perf_counter()
-    graph = provenance.graph
-    call_sites = call_site_table(events, graph)
-    result = Profile(
-        directory=out,
-        summary={},
-        events=events,
-        call_sites=call_sites,
-        exports=export_table(events, graph),
-        source_ops=source_op_table(events, graph),
-        source_lines=source_line_table(events, graph),
-        graph=graph,
-        workgroups=collected.workgroups,
-        zones=collected.zones,
-    )
-    stage("aggregate", started)
-    iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
-    total = float(events["duration_ns"].sum())
-    result.summary = {
+    run_info = {
         "program": str(program),
         "function": entry,
         "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
@@ -131,19 +116,43 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
         "inputs": inputs,
         "repetitions": options.repetitions,
         "warmup": options.warmup,
+        "timings_s": timings,
+    }
+    result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones)
+    stage("aggregate", started)
+    write_manifest(artifacts, {"timings_s": timings})
+    publish_profile(result, console)
+    return result
+
+
+def assemble_profile(
+    out: Path, events: pd.DataFrame, graph: nx.DiGraph, run_info: dict,
+    workgroups: pd.DataFrame | None = None, zones: pd.DataFrame | None = None,
+) -> Profile:
+    """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary."""
+    call_sites = call_site_table(events, graph)
+    iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
+    total = float(events["duration_ns"].sum())
+    summary = run_info | {
         "iterations": iterations,
         "total_dispatch_ns": total,
         "dispatch_ns_per_iteration": total / iterations if iterations else 0.0,
         "coverage": coverage(events, call_sites, graph),
         "audit": audit_of(graph),
-        "timings_s": timings,
     }
+    return Profile(
+        directory=out, summary=summary, events=events, call_sites=call_sites,
+        exports=export_table(events, graph), source_ops=source_op_table(events, graph),
+        source_lines=source_line_table(events, graph), graph=graph, workgroups=workgroups, zones=zones,
+    )
+
+
+def publish_profile(result: Profile, console: Console) -> None:
+    """Write the profile directory, then the trace and the report built from it."""
     write_profile(result)
-    write_manifest(artifacts, {"timings_s": timings})
     with console.status("writing the report"):
-        write_trace(result, out / "trace.json")
+        write_trace(result, result.directory / "trace.json")
         build_report(result)
-    return result
 
 
 def print_summary(result: Profile, console: Console, top: int = 10) -> None:

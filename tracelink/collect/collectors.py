@@ -17,6 +17,8 @@ import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.hook import label_workgroups, run_hooked
+from tracelink.collect.tracy import capture_tracy, read_capture, tracy_events, tracy_tools
 
 COLLECTORS = ("hal", "tracy", "hook")
 
@@ -87,10 +89,6 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
 
 
 def start_tracy(request: RunRequest) -> PendingCollection:
-    from tracelink.collect.tracy.capture import capture_tracy, tracy_tools
-    from tracelink.collect.tracy.decoder import read_capture
-    from tracelink.collect.tracy.views import tracy_events
-
     command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
     command[0] = str(tracy_tools().tool("iree-benchmark-module"))
     trace = request.artifacts / "run.tracy"
@@ -103,8 +101,6 @@ def start_tracy(request: RunRequest) -> PendingCollection:
 
 
 def start_hook(request: RunRequest) -> PendingCollection:
-    from tracelink.collect.hook import label_workgroups, run_hooked
-
     command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
 
     def finish(hooked, exports: Sequence[str]) -> Collected:

@@ -1,0 +1,22 @@
+"""The Tracy collector: capture a run with IREE's tracy-enabled tools and decode the .tracy file.
+
+``capture_tracy`` records a trace, ``read_capture`` decodes it (Tracy 0.11.x, pure Python), and
+``tracy_events`` turns its dispatch zones into the shared event schema.
+"""
+
+from tracelink.collect.tracy.capture import capture_tracy, tracy_tools
+from tracelink.collect.tracy.container import TracyFormatError
+from tracelink.collect.tracy.decoder import TracyCapture, TracyHeader, read_capture
+from tracelink.collect.tracy.views import dispatch_zones, source_location_summary, tracy_events
+
+__all__ = [
+    "TracyCapture",
+    "TracyFormatError",
+    "TracyHeader",
+    "capture_tracy",
+    "dispatch_zones",
+    "read_capture",
+    "source_location_summary",
+    "tracy_events",
+    "tracy_tools",
+]

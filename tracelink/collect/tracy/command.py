@@ -1,0 +1,118 @@
+"""``tracelink ingest``: fold a Tracy capture taken elsewhere into a profile, or just decode it.
+
+Given a profile directory (from ``tracelink profile``, whose vmfb the captured program ran), the
+capture's dispatch zones replace the profile's events: tables, summary, trace and report are rebuilt
+over the same provenance graph. Any other directory just receives the decoded zones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from tracelink import TracelinkError
+from tracelink.collect.tracy.decoder import TracyCapture, read_capture
+from tracelink.collect.tracy.views import tracy_events
+from tracelink.pipeline import assemble_profile, print_summary, publish_profile
+from tracelink.profile_dir import Profile, load_profile
+
+ZONES_FILE = "zones.parquet"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="fold a Tracy capture (.tracy) into a profile directory, or decode it into zones.parquet",
+        description="Decode a Tracy capture written by iree-tracy-capture (Tracy 0.11.x). If ARTIFACTS is a "
+        "profile directory (or its artifacts/), its tables and report are rebuilt from the capture's "
+        f"dispatches; otherwise every CPU zone is written to ARTIFACTS/{ZONES_FILE}.",
+    )
+    parser.add_argument("capture", type=Path, help="the .tracy file")
+    parser.add_argument("--artifacts", type=Path, required=True, help="a profile directory (tracelink profile -o), or any directory")
+    parser.add_argument("--top", type=int, default=10, help="zones to list by total time (default 10)")
+    parser.set_defaults(handler=ingest)
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """Decode ``args.capture``, write ``zones.parquet`` into ``args.artifacts``, print a summary."""
+    if not args.capture.is_file():
+        raise TracelinkError(f"no such capture file: {args.capture}")
+    capture = read_capture(args.capture)
+    console = Console(highlight=False)
+    _print_summary(console, capture, args.top)
+    profile_dir = profile_directory(args.artifacts)
+    if profile_dir is not None:
+        result = fold_into_profile(args.capture, capture, profile_dir)
+        print_summary(result, console)
+        return 0
+    args.artifacts.mkdir(parents=True, exist_ok=True)
+    zones_path = args.artifacts / ZONES_FILE
+    capture.zones.to_parquet(zones_path, index=False)
+    console.print(f"wrote {zones_path}")
+    return 0
+
+
+def profile_directory(path: Path) -> Path | None:
+    """The profile directory ``path`` is, or whose ``artifacts/`` it is; None for any other directory."""
+    for candidate in (path, path.parent if path.name == "artifacts" else None):
+        if candidate is not None and (candidate / "profile.json").is_file():
+            return candidate
+    return None
+
+
+def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Profile:
+    """Rebuild the profile in ``directory`` from the capture's dispatch zones (same provenance graph)."""
+    profile = load_profile(directory)
+    run_exports = [data["export"] for _, data in sorted(
+        ((data["index"], data) for _, data in profile.graph.nodes(data=True) if data.get("kind") == "call_site" and data["phase"] == "run"),
+        key=lambda pair: pair[0],
+    )]
+    events = tracy_events(capture, run_exports)
+    if events.empty or events["call_site"].isna().all():
+        raise TracelinkError(
+            f"{path}: no dispatch of {Path(profile.summary['program']).name} in this capture "
+            f"(expected zones such as {run_exports[0] if run_exports else '?'}): a capture of a different program?"
+        )
+    kept = profile.artifacts / "ingested.tracy"
+    if path.resolve() != kept.resolve():
+        shutil.copyfile(path, kept)  # kept beside the artifacts so it opens in Tracy's GUI later
+    run_info = {
+        key: value for key, value in profile.summary.items()
+        if key in ("program", "function", "target", "versions", "inputs")
+    } | {"collector": "tracy", "capture": str(path.resolve()), "capture_program": capture.header.program, "warmup": 0}
+    result = assemble_profile(directory, events, profile.graph, run_info, zones=capture.zones)
+    publish_profile(result, Console(quiet=True))
+    return result
+
+
+def top_zones(zones: pd.DataFrame, count: int) -> pd.DataFrame:
+    """Zone names by total (inclusive) time of their finished zones, largest first."""
+    finished = zones[zones["duration_ns"].notna()]
+    table = finished.groupby("name", observed=True)["duration_ns"].agg(["count", "sum", "mean"])
+    return table.sort_values("sum", ascending=False).head(count)
+
+
+def _print_summary(console: Console, capture: TracyCapture, top: int) -> None:
+    header = capture.header
+    zones = capture.zones
+    threads_with_zones = zones.groupby("thread", observed=True).size()
+    console.print(
+        f"[bold]{header.program}[/] — Tracy {header.version_text}, {header.compression} "
+        f"({header.streams} streams), {header.last_time / 1e6:,.1f} ms captured"
+    )
+    console.print(
+        f"{len(capture.threads)} threads ({len(threads_with_zones)} with zones: "
+        + ", ".join(f"{name} {count:,}" for name, count in threads_with_zones.items())
+        + f"), {len(zones):,} CPU zones, {len(capture.gpu_zones):,} GPU zones, {len(capture.messages):,} messages"
+    )
+    table = Table(title=f"top {top} zones by total time (inclusive)")
+    for column, justify in (("zone", "left"), ("count", "right"), ("total ms", "right"), ("mean µs", "right")):
+        table.add_column(column, justify=justify)
+    for name, row in top_zones(zones, top).iterrows():
+        table.add_row(str(name), f"{int(row['count']):,}", f"{row['sum'] / 1e6:,.3f}", f"{row['mean'] / 1e3:,.1f}")
+    console.print(table)
