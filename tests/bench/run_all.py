@@ -1,0 +1,26 @@
+"""`make bench`: every benchmark script in this folder, one after the other, each printing its own
+ratios against a baseline measured in the same run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ["bench_profile.py", "bench_report.py", "bench_tracy.py", "bench_hook.py", "bench_tune.py"]
+
+
+def main() -> int:
+    failed = []
+    for name in BENCHMARKS:
+        print(f"\n=== {name}", flush=True)
+        if subprocess.run([sys.executable, str(HERE / name)], cwd=HERE.parents[1]).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
