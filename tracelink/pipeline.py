@@ -23,6 +23,7 @@ from tracelink.collect.inputs import check_inputs, generate_inputs, read_signatu
 from tracelink.compile import CompileOptions, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.profile_dir import Profile, write_profile
 from tracelink.report import build_report, write_trace
+from tracelink.report.fmt import ns, pct
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
@@ -161,27 +162,35 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     cover = summary["coverage"]
     console.print(
         f"[bold]{Path(summary['program']).name}[/] @{summary['function']}: {summary['iterations']} iterations, "
-        f"{summary['dispatch_ns_per_iteration'] / 1e6:.3f} ms of dispatches per iteration; "
-        f"{cover['dispatch_time_attributed_share']:.1%} of dispatch time attributed to source lines, "
+        f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration; "
+        f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
     )
     lines = Table(title="Hottest source lines (inclusive)", title_justify="left")
-    for column in ("line", "share", "ms/iter", "call sites"):
+    for column in ("line", "share", "per iteration", "call sites"):
         lines.add_column(column, justify="right" if column != "line" else "left")
     for row in result.source_lines.head(top).itertuples():
-        lines.add_row(f"{row.file}:{row.line}", f"{row.share:.1%}", f"{row.mean_ns / 1e6:.4f}", row.call_site_ids or "")
+        lines.add_row(f"{short_path(row.file)}:{row.line}", pct(row.share), ns(row.mean_ns), row.call_site_ids or "")
     console.print(lines)
     dispatches = Table(title="Hottest dispatches", title_justify="left")
-    for column in ("#", "export", "root op", "source", "mean ms", "p90 ms", "share"):
-        dispatches.add_column(column, justify="right" if column in ("#", "mean ms", "p90 ms", "share") else "left")
+    for column in ("#", "export", "root op", "source", "mean", "p90", "share"):
+        dispatches.add_column(column, justify="right" if column in ("#", "mean", "p90", "share") else "left")
     for row in result.call_sites.sort_values("total_ns", ascending=False).head(top).itertuples():
-        dispatches.add_row(str(row.call_site), row.export, row.root_op, row.loc, f"{row.mean_ns / 1e6:.4f}", f"{row.p90_ns / 1e6:.4f}", f"{row.share:.1%}")
+        dispatches.add_row(str(row.call_site), row.export, row.root_op, row.loc, ns(row.mean_ns), ns(row.p90_ns), pct(row.share))
     console.print(dispatches)
     audit = cover["audit_counts"]
     console.print(
         "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
         + f"\nwritten to {result.directory}/ — open {result.directory / 'report.html'}"
     )
+
+
+def short_path(path: str) -> str:
+    """A path relative to the working directory when it lies below it, else unchanged."""
+    candidate = Path(path)
+    if candidate.is_absolute() and candidate.is_relative_to(Path.cwd()):
+        return str(candidate.relative_to(Path.cwd()))
+    return path
 
 
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
