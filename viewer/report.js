@@ -111,6 +111,11 @@
     box.appendChild(h('h3', { 'class': 'mono' }, [lineName(key)]));
     box.appendChild(h('div', { 'class': 'muted small mono path' }, [file.path]));
     box.appendChild(h('p', null, [pct(line.s) + ' of dispatch time · ' + fmtNs(line.t) + ' per iteration']));
+    var gain = D.gains && D.gains[key];
+    if (gain && gain[0] !== null) {
+      var interval = gain[1] !== null && gain[2] !== null ? ' (95% CI ' + gain[1].toFixed(2) + '–' + gain[2].toFixed(2) + ')' : ' (several ops: no CI)';
+      box.appendChild(h('p', { 'class': 'gain ' + gain[3], id: 'line-gain' }, ['tuned: ' + gain[0].toFixed(2) + '× speedup' + interval]));
+    }
     box.appendChild(h('h4', null, ['Dispatches it feeds (' + line.cs.length + ')']));
     if (!line.cs.length) { box.appendChild(h('p', { 'class': 'muted' }, ['None: its ops run in no dispatch (see Audit).'])); }
     var list = h('ul', { 'class': 'list', id: 'line-sites' });

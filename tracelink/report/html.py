@@ -20,12 +20,15 @@ from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct
+from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration
+from tracelink.report.widgets import badge, bar, chip, chips, line_link, number_text, op_link, section
+from tracelink.report.workgroups import counters_section, workgroup_drill
+from tracelink.report.zones import runtime_section
 
 ASSETS = ("report.css", "report.js")
-MAX_CHIPS = 8
 
 
 def viewer_dir() -> Path:
@@ -82,12 +85,17 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     el(title, "strong", None, program.name)
     el(title, "span", class_="muted", text=f" @{summary.get('function', '')}")
     nav = el(top, "nav")
-    for anchor, label in (("summary", "Summary"), ("source", "Source"), ("dispatches", "Dispatches"), ("graph", "Graph"), ("audit", "Audit")):
+    anchors = [("summary", "Summary"), ("source", "Source"), ("dispatches", "Dispatches"), ("graph", "Graph"), ("audit", "Audit")]
+    if model.zones is not None:
+        anchors.insert(3, ("runtime", "Runtime"))
+    for anchor, label in anchors:
         el(nav, "a", href=f"#{anchor}", text=label)
     main = el(body, "main")
     summary_section(main, model)
     source_section(main, model)
     dispatch_section(main, model)
+    if model.zones is not None:
+        runtime_section(main, model.zones)
     graph_section(main, model, layout)
     audit_section(main, model)
     el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
@@ -111,46 +119,6 @@ def json_for_script(value) -> str:
     """JSON safe inside a script element: no ``<``, ``>`` or ``&`` characters at all."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def section(parent, anchor: str, title: str, note: str | None = None):
-    node = el(parent, "section", id=anchor)
-    el(node, "h2", None, title)
-    if note:
-        el(node, "p", class_="note", text=note)
-    return node
-
-
-def bar(parent, share: float | None, label: bool = True):
-    wrap = el(parent, "span", class_="heat")
-    el(el(wrap, "span", class_="bar"), "i", class_=f"h{heat(share)}", style=f"width:{min(max(share or 0.0, 0.0), 1.0) * 100:.1f}%")
-    if label:
-        el(wrap, "span", class_="pc", text=pct(share))
-    return wrap
-
-
-def chip(parent, index: int, role: str | None = None, title: str | None = None):
-    classes = "chip" + (f" {role}" if role else "")
-    return el(parent, "a", href="#", class_=classes, data_cs=index, title=title, text=f"#{index}")
-
-
-def chips(parent, call_sites, limit: int = MAX_CHIPS):
-    items = list(call_sites.items()) if isinstance(call_sites, dict) else [(i, None) for i in call_sites]
-    for index, role in items[:limit]:
-        chip(parent, index, role, f"call site #{index}" + (f" ({role})" if role else ""))
-    if len(items) > limit:
-        el(parent, "span", class_="more", text=f"+{len(items) - limit}")
-
-
-def line_link(parent, model: ReportModel, key: str):
-    line = model.lines[key]
-    source = model.files[line.file]
-    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{source.name}:{line.number}")
-
-
-def op_link(parent, model: ReportModel, op: str):
-    info = model.ops.get(op, {})
-    return el(parent, "a", href="#", class_="opl", data_op=op, title=info.get("label", op), text=op_label(info) if info else op)
 
 
 # Summary -------------------------------------------------------------------------------------------
@@ -232,6 +200,8 @@ def summary_section(main, model: ReportModel) -> None:
         el(row, "td", class_="src", title=site["loc"], text=short_loc(site["loc"]))
         el(row, "td", class_="num", text=ns(site["mean_ns"]))
         bar(el(row, "td"), site["share"])
+    if model.gains is not None:
+        gains_table(node, model, model.gains)
 
 
 def inputs_text(inputs: list, shown: int = 4) -> str:
@@ -316,7 +286,7 @@ def file_view(parent, model: ReportModel, source) -> None:
         el(jump, "span", class_="muted", text="hottest:")
         for line in hottest:
             el(jump, "a", href="#", class_="lnk", data_k=line.key, title=pct(line.share), text=f"{line.number} ({pct(line.share)})")
-    code = el(view, "div", class_="code src")
+    code = el(view, "div", class_="code src" + (" gains" if model.gains is not None else ""))
     previous = 0
     for number in source.shown:
         skipped = number - previous - 1
@@ -335,6 +305,8 @@ def file_view(parent, model: ReportModel, source) -> None:
         bar(row, line.share) if line.share > 0 else el(row, "span", class_="heat")
         cs = el(row, "span", class_="cs")
         chips(cs, line.call_sites, 3)
+        if model.gains is not None:
+            gain_badge(row, model.gains.lines.get(line.key))
         if text is not None:
             el(row, "code", None, cut_text(text))
         else:
@@ -414,10 +386,8 @@ def dispatch_section(main, model: ReportModel) -> None:
         for name in model.counters:
             value = site["extra"].get(name)
             el(row, "td", class_="num", data_v=number_text(value), text=f"{value:.4g}" if value is not None else "–")
-
-
-def number_text(value) -> str:
-    return "" if value is None else f"{float(value):.6g}"
+    if model.workgroups is not None:
+        counters_section(node, model, model.workgroups)
 
 
 def drill_template(parent, model: ReportModel, site: dict) -> None:
@@ -484,6 +454,8 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
     figure = el(charts, "figure")
     figure.append(per_iteration(model.per_iteration.get(index, [])))
     el(figure, "figcaption", None, "time per iteration (run order)")
+    if model.workgroups is not None:
+        workgroup_drill(drill, model.workgroups, index)
     el(drill, "h4", None, "Executable source")
     if executable is None or executable.text is None:
         el(drill, "p", class_="muted", text="The executable's dumped source is not in the profile directory.")
@@ -494,10 +466,6 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
         note += f" This executable is shared by {len(executable.call_sites)} call sites; IREE dumps it once, with the locations of call site #{dumped}."
     el(drill, "p", class_="note", text=note)
     el(drill, "div", class_="exe-slot", data_x=executable.id)
-
-
-def badge(role: str):
-    return el(None, "span", class_=f"role {role}", text=role)
 
 
 def dumped_call_site(model: ReportModel, executable) -> int | None:
@@ -651,4 +619,7 @@ def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
         "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP},
     }
     files = [{"id": f.id, "name": f.name, "path": f.path} for f in model.files]
-    return {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}
+    data = {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}
+    if model.gains is not None:  # speedup, CI low, CI high (null when unknown), verdict
+        data["gains"] = {key: [gain.speedup, gain.ci_low, gain.ci_high, gain.verdict] for key, gain in model.gains.lines.items()}
+    return data

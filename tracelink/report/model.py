@@ -23,7 +23,10 @@ import pandas as pd
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
 from tracelink.provenance.ir_utils import new_context
+from tracelink.report.gains import Gains, gain_data
 from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
+from tracelink.report.workgroups import WorkgroupData, workgroup_data
+from tracelink.report.zones import ZoneData, zone_data
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
 MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables are long and repetitive
@@ -98,6 +101,9 @@ class ReportModel:
     audit: dict
     iteration_strip: list[dict]  # dispatches of one representative iteration: call site, start, duration
     counters: list[str]  # extra numeric call-site columns a collector gave
+    workgroups: WorkgroupData | None = None  # hook collector: per-workgroup views
+    zones: ZoneData | None = None  # tracy collector: runtime overhead around dispatches
+    gains: Gains | None = None  # diff.csv in the profile directory: tuned gains per line
 
 
 def short_export(name: str) -> str:
@@ -148,12 +154,15 @@ def build_model(profile: Profile) -> ReportModel:
     executables = read_executables(profile, graph, enclosing, by_frames, context)
     durations, per_iteration = event_series(profile.events)
     counters = counter_columns(profile.call_sites)
-    return ReportModel(
+    model = ReportModel(
         profile=profile, summary=summary, files=files, lines=lines, ops=ops, call_sites=call_sites,
         executables=executables, durations=durations, per_iteration=per_iteration,
         audit=summary.get("audit") or (audit_of(graph) if "audit" in graph.graph else {}),
         iteration_strip=iteration_strip(profile.events), counters=counters,
+        workgroups=workgroup_data(profile), zones=zone_data(profile),
     )
+    model.gains = gain_data(model)  # matched through the model's ops and lines
+    return model
 
 
 def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:

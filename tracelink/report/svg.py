@@ -13,12 +13,12 @@ def svg_root(width: float, height: float, label: str, class_: str = "chart") -> 
     return el(None, "svg", {"viewBox": f"0 0 {width:g} {height:g}", "width": f"{width:g}", "height": f"{height:g}", "role": "img", "aria-label": label, "class": class_})
 
 
-def histogram(durations: np.ndarray, width: float = 400, height: float = 150) -> etree._Element:
-    """Distribution of one call site's execution times."""
-    root = svg_root(width, height, "histogram of execution times")
+def histogram(durations: np.ndarray, width: float = 400, height: float = 150, what: str = "execution") -> etree._Element:
+    """Distribution of one call site's execution (or workgroup) times; each bar's count in ``data-n``."""
+    root = svg_root(width, height, f"histogram of {what} times")
     left, right, top, bottom = 54, 10, 16, 28
     if len(durations) == 0:
-        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, "no executions recorded")
+        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, f"no {what}s recorded")
         return root
     low, high = float(durations.min()), float(durations.max())
     if high <= low:
@@ -33,8 +33,8 @@ def histogram(durations: np.ndarray, width: float = 400, height: float = 150) ->
         if count == 0:
             continue
         bar_h = plot_h * count / peak
-        bar = el(root, "rect", {"x": f"{left + i * bar_w + 0.5:.1f}", "y": f"{top + plot_h - bar_h:.1f}", "width": f"{max(bar_w - 1, 1):.1f}", "height": f"{bar_h:.1f}", "class": "hb"})
-        el(bar, "title", None, f"{ns(edges[i])} – {ns(edges[i + 1])}: {int(count)} execution{'s' if count != 1 else ''}")
+        bar = el(root, "rect", {"x": f"{left + i * bar_w + 0.5:.1f}", "y": f"{top + plot_h - bar_h:.1f}", "width": f"{max(bar_w - 1, 1):.1f}", "height": f"{bar_h:.1f}", "class": "hb", "data-n": int(count)})
+        el(bar, "title", None, f"{ns(edges[i])} – {ns(edges[i + 1])}: {int(count)} {what}{'s' if count != 1 else ''}")
     for value, anchor, x in ((low, "start", left), (high, "end", left + plot_w)):
         el(root, "text", {"x": x, "y": height - 8, "text-anchor": anchor, "class": "tick"}, ns(value))
     median = float(np.median(durations))
@@ -159,3 +159,109 @@ def add_node(parent: etree._Element, placed) -> None:
         el(g, "text", {"x": placed.x + placed.w - 5, "y": f"{placed.y + 13:.1f}", "text-anchor": "end", "class": "num"}, pct(placed.share))
     el(g, "title", None, placed.title)
 
+
+
+def heat_level(value: float, low: float, high: float) -> int:
+    """1..6 for a value between low and high (3 when they are equal): the cell's colour."""
+    if high <= low:
+        return 3
+    return int(min(6, max(1, 1 + np.floor(6 * (value - low) / (high - low)))))
+
+
+def heat_map(cells, width: float = 400) -> etree._Element:
+    """A call site's mean workgroup duration per workgroup id (a :class:`~tracelink.report.workgroups.HeatGrid`).
+
+    One cell per id (or block of ids), coloured from the fastest (pale) to the slowest (dark); each
+    cell carries its id in ``data-wg``, its mean in ``data-v`` and its run count in ``data-n``.
+    """
+    values = cells.values
+    finite = values[~np.isnan(values)]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
+    left, top, right, bottom = 44, 18, 8, 30
+    size = max(4.0, min(28.0, (width - left - right) / max(cells.columns, 1)))
+    plot_w, plot_h = size * cells.columns, size * cells.rows
+    root = svg_root(max(left + plot_w + right, 240), top + plot_h + bottom, "mean workgroup duration per workgroup id", "chart heatmap")
+    count_x, count_y, count_z = cells.grid
+    axis = "x →   (y, z) ↓" if cells.layout == "grid" else ("workgroup id →" if cells.block == 1 else f"workgroup ids, {cells.block} per cell →")
+    el(root, "text", {"x": left, "y": 12, "class": "tick"}, f"grid {count_x}×{count_y}×{count_z} · {axis}")
+    for position, (value, runs, label) in enumerate(zip(values, cells.runs, cells.labels)):
+        row, column = divmod(position, cells.columns)
+        x, y = left + column * size, top + row * size
+        if np.isnan(value):
+            rect = el(root, "rect", {"x": f"{x:.1f}", "y": f"{y:.1f}", "width": f"{size - 1:.1f}", "height": f"{size - 1:.1f}", "class": "wg none", "data-wg": label, "data-n": 0})
+            el(rect, "title", None, f"workgroup {label}: never ran")
+            continue
+        level = heat_level(float(value), low, high)
+        rect = el(root, "rect", {
+            "x": f"{x:.1f}", "y": f"{y:.1f}", "width": f"{size - 1:.1f}", "height": f"{size - 1:.1f}",
+            "class": f"wg h{level}", "data-wg": label, "data-v": f"{float(value):.9g}", "data-n": int(runs),
+        })
+        el(rect, "title", None, f"workgroup {label}: {ns(float(value))} on average over {int(runs)} run{'s' if runs != 1 else ''}")
+    for row in range(cells.rows):
+        if cells.rows <= 16 or row % max(1, cells.rows // 8) == 0:
+            label = f"{row % count_y},{row // count_y}" if cells.layout == "grid" else str(row * cells.columns * cells.block)
+            el(root, "text", {"x": left - 4, "y": f"{top + row * size + size / 2 + 3:.1f}", "text-anchor": "end", "class": "tick"}, label)
+    legend_y = top + plot_h + 8
+    el(root, "text", {"x": left, "y": legend_y + 12, "class": "tick"}, ns(low))
+    for level in range(1, 7):
+        el(root, "rect", {"x": left + 44 + (level - 1) * 12, "y": legend_y + 3, "width": 11, "height": 10, "class": f"wg h{level}"})
+    el(root, "text", {"x": left + 44 + 6 * 12 + 4, "y": legend_y + 12, "class": "tick"}, ns(high))
+    return root
+
+
+OUTLIER_CLIP = 4.0  # iteration bars taller than this many medians are cut, their value written above
+
+
+def iteration_split(rows: list[dict], width: float = 560, height: float = 160) -> etree._Element:
+    """Each iteration's wall time as a bar: the part with a dispatch running, and the rest (runtime, gaps)."""
+    root = svg_root(width, height, "wall time per iteration, in and out of dispatches")
+    left, right, top, bottom = 54, 10, 16, 28
+    if not rows:
+        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, "no iterations recorded")
+        return root
+    walls = [row["wall_ns"] for row in rows]
+    peak = min(max(walls), OUTLIER_CLIP * float(np.median(walls))) or 1.0  # an outlier does not flatten the others
+    plot_w, plot_h = width - left - right, height - top - bottom
+    step = plot_w / len(rows)
+    el(root, "line", {"x1": left, "y1": top + plot_h, "x2": left + plot_w, "y2": top + plot_h, "class": "axis"})
+    for position, row in enumerate(rows):
+        x, w = left + position * step + 0.5, max(step - 1.5, 1.0)
+        wall_h, inside_h = plot_h * min(row["wall_ns"], peak) / peak, plot_h * min(row["dispatch_ns"], peak) / peak
+        group = el(root, "g", {"class": "split" + (" clipped" if row["wall_ns"] > peak else ""), "data-iteration": row["iteration"]})
+        if row["wall_ns"] > peak:
+            el(group, "text", {"x": f"{x + w / 2:.1f}", "y": top - 4, "text-anchor": "middle", "class": "tick strong"}, f"↑{ns(row['wall_ns'])}")
+        el(group, "rect", {"x": f"{x:.1f}", "y": f"{top + plot_h - wall_h:.1f}", "width": f"{w:.1f}", "height": f"{wall_h - inside_h:.1f}", "class": "out"})
+        el(group, "rect", {"x": f"{x:.1f}", "y": f"{top + plot_h - inside_h:.1f}", "width": f"{w:.1f}", "height": f"{inside_h:.1f}", "class": "in"})
+        el(group, "title", None, f"iteration {row['iteration']}: {ns(row['wall_ns'])} wall, {ns(row['dispatch_ns'])} with a dispatch running, "
+           f"{pct(row['outside_share'])} without; runtime self time {ns(row['runtime_ns'])}, waiting {ns(row['wait_ns'])}")
+    el(root, "text", {"x": left, "y": height - 8, "class": "tick"}, f"iteration {rows[0]['iteration']}")
+    el(root, "text", {"x": left + plot_w, "y": height - 8, "text-anchor": "end", "class": "tick"}, str(rows[-1]["iteration"]))
+    el(root, "text", {"x": left - 4, "y": top + 8, "text-anchor": "end", "class": "tick"}, ns(peak))
+    el(root, "text", {"x": left - 4, "y": top + plot_h, "text-anchor": "end", "class": "tick"}, "0")
+    return root
+
+
+def zone_timeline(zones: list[dict], span: float, width: float = 1000, lane_h: float = 12) -> etree._Element:
+    """The zones of one iteration: a lane per thread and nesting depth, dispatches orange, waits hatched."""
+    lanes = max((zone["lane"] for zone in zones), default=-1) + 1
+    label_w, top, bottom = 110, 4, 22
+    plot_w = width - label_w
+    height = top + lanes * lane_h + bottom
+    root = svg_root(width, height, "zones of one iteration by thread", "chart strip zones")
+    span = span or 1.0
+    first_lane: dict[str, int] = {}
+    for zone in zones:
+        first_lane[zone["thread"]] = min(first_lane.get(zone["thread"], zone["lane"]), zone["lane"])
+    for thread, lane in first_lane.items():
+        el(root, "line", {"x1": 0, "y1": top + lane * lane_h - 0.5, "x2": width, "y2": top + lane * lane_h - 0.5, "class": "lane-sep"})
+        el(root, "text", {"x": 2, "y": f"{top + lane * lane_h + 9:.1f}", "class": "tick"}, thread if len(thread) <= 18 else thread[:17] + "…")
+    for zone in zones:
+        x = label_w + plot_w * max(zone["start"], 0) / span
+        w = max(plot_w * zone["duration"] / span, 0.6)
+        rect = el(root, "rect", {"x": f"{x:.2f}", "y": f"{top + zone['lane'] * lane_h:.1f}", "width": f"{min(w, width - x):.2f}", "height": lane_h - 1.5, "class": f"z {zone['kind']}"})
+        name = zone["name"] if zone["name"] == zone["srcloc"] else f"{zone['name']} ({zone['srcloc']})"
+        el(rect, "title", None, f"{name}\n{zone['kind']} · {ns(zone['duration'])}, starts at +{ns(zone['start'])}")
+    el(root, "text", {"x": label_w, "y": height - 6, "class": "tick"}, "0")
+    el(root, "text", {"x": width, "y": height - 6, "text-anchor": "end", "class": "tick"}, ns(span))
+    el(root, "text", {"x": label_w + plot_w / 2, "y": height - 6, "text-anchor": "middle", "class": "tick"}, "orange: dispatch · grey: runtime · blue: wait")
+    return root

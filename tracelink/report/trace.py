@@ -6,6 +6,11 @@ with one slice per call of the function. Each dispatch slice carries its provena
 site, export, executable, root op, workgroups, tiles, the source location that formed the dispatch,
 and the source ops and lines it computes. Times are microseconds; events without a start time are
 laid end to end in event order.
+
+With the hook collector's per-workgroup table, each thread that ran workgroups also gets a
+``workgroups`` track: one slice per workgroup run (call site, export, workgroup id, iteration, CPU and
+counters in ``args``). At most ``MAX_WORKGROUP_EVENTS`` of them, the earliest; ``otherData`` says how
+many were kept of how many.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import pandas as pd
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.provenance.graph import ops_of_call_site
+from tracelink.report.workgroups import counter_names
 
 PID = 1
 ITERATION_TID = 0
 MAX_LISTED = 12
+MAX_WORKGROUP_EVENTS = 200_000
 
 
 def call_site_args(profile: Profile) -> dict[int, dict]:
@@ -116,11 +123,52 @@ def trace_events(profile: Profile) -> dict:
                 "ts": round(float(span["start"]) / 1000.0, 3), "dur": round(float(span["end"] - span["start"]) / 1000.0, 3),
                 "args": {"iteration": int(iteration), "function": str(summary.get("function", ""))},
             })
-    return {
-        "traceEvents": trace,
-        "displayTimeUnit": "ns",
-        "otherData": {"program": str(summary.get("program", "")), "function": str(summary.get("function", "")), "generator": "tracelink"},
-    }
+    other = {"program": str(summary.get("program", "")), "function": str(summary.get("function", "")), "generator": "tracelink"}
+    if profile.workgroups is not None and not profile.workgroups.empty:
+        slices, counts = workgroup_slices(profile.workgroups, unmatched + 1)
+        trace.extend(slices)
+        other.update(counts)
+    return {"traceEvents": trace, "displayTimeUnit": "ns", "otherData": other}
+
+
+def workgroup_slices(workgroups: pd.DataFrame, first_tid: int, limit: int = MAX_WORKGROUP_EVENTS) -> tuple[list[dict], dict]:
+    """One track per thread of workgroup runs (the earliest ``limit``), and how many were kept."""
+    counters = counter_names(workgroups)
+    total = len(workgroups)
+    kept = workgroups.sort_values("start_ns", kind="stable").head(limit).reset_index(drop=True)
+    threads = kept["thread"].astype("string").fillna("?")
+    note = f" (earliest {limit} of {total} workgroup runs)" if total > limit else ""
+    out: list[dict] = []
+    tids: dict[str, int] = {}
+    for position, thread in enumerate(sorted(threads.unique())):
+        tids[thread] = first_tid + position
+        out.append(metadata("thread_name", first_tid + position, name=f"workgroups · {thread}{note}"))
+        out.append(metadata("thread_sort_index", first_tid + position, sort_index=10_000 + position))
+    sites = plain(kept["call_site"]) if "call_site" in kept else [None] * len(kept)
+    iterations = plain(kept["iteration"]) if "iteration" in kept else [None] * len(kept)
+    exports, names = plain(kept["export"].astype("string").fillna("")), plain(threads)
+    ids = kept[["workgroup_x", "workgroup_y", "workgroup_z"]].to_numpy(dtype="int64").tolist()
+    cpus, starts, durations = (plain(kept[c]) for c in ("cpu", "start_ns", "duration_ns"))
+    values = {name: plain(kept[name]) for name in counters}
+    for row in range(len(kept)):
+        site, export = sites[row], exports[row]
+        args = {"call_site": site, "export": export, "workgroup": ids[row], "cpu": cpus[row]}
+        if iterations[row] is not None:
+            args["iteration"] = iterations[row]
+        args.update({name: column[row] for name, column in values.items() if column[row] is not None})
+        out.append({
+            "name": f"#{site} {short_export(export)}" if site is not None else short_export(export) or "workgroup",
+            "cat": "workgroup", "ph": "X", "pid": PID, "tid": tids[names[row]],
+            "ts": round(starts[row] / 1000.0, 3), "dur": round(durations[row] / 1000.0, 3), "args": args,
+        })
+    return out, {"workgroup_events": len(kept), "workgroup_events_total": total, "workgroup_events_limit": limit}
+
+
+def plain(column: pd.Series) -> list:
+    """A column as Python values (ints for integer columns), None where missing."""
+    if pd.api.types.is_integer_dtype(column.dtype):
+        return [None if pd.isna(v) else int(v) for v in column.astype("Int64").to_numpy(dtype=object, na_value=None)]
+    return [None if pd.isna(v) else v for v in column.to_numpy(dtype=object)]
 
 
 def metadata(kind: str, tid: int, **values) -> dict:

@@ -1,0 +1,176 @@
+"""Tuned gains per source line, from the ``diff.csv`` that ``tracelink diff BASE TUNED`` writes into TUNED.
+
+``diff.csv`` has one row per source op, matched between the two profiles by location (``label, file,
+line``): median time per iteration in each (``base_ns``, ``tuned_ns``), ``speedup`` = base ÷ tuned
+and its 95 % bootstrap confidence interval (``ci_low``, ``ci_high``). Rows are matched to this
+profile's source ops by label (and file and line), and through them to the lines the report shows.
+A line with one measured op shows that op's speedup and interval; a line with several shows the
+ratio of their summed medians, without an interval (the per-iteration samples are not in diff.csv).
+No diff.csv: no gains view. An unreadable one: a note saying why, and no gains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from tracelink.report.fmt import el, ns, pct
+from tracelink.report.widgets import line_link, number_text, op_link
+
+if TYPE_CHECKING:
+    from tracelink.report.model import ReportModel
+
+DIFF_FILE = "diff.csv"
+REQUIRED = ("label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high")
+TOP_GAINS = 15
+MIN_SHARE = 0.001  # ops below this share of both profiles' time are left out of the summary table
+
+
+@dataclass
+class Gain:
+    """The measured gain of a line (or op): speedup = base ÷ tuned, with its 95 % CI when known."""
+
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    base_ns: float
+    tuned_ns: float
+    labels: list[str] = field(default_factory=list)  # the diff rows (source ops) behind it
+
+    @property
+    def verdict(self) -> str:
+        """``faster`` / ``slower`` when the CI excludes 1, ``unclear`` otherwise (or without a CI)."""
+        if self.ci_low is not None and self.ci_low > 1:
+            return "faster"
+        if self.ci_high is not None and self.ci_high < 1:
+            return "slower"
+        return "unclear"
+
+    def text(self) -> str:
+        if self.speedup is None:
+            return "–"
+        return f"{self.speedup:.2f}×" + (f" ({self.ci_low:.2f}–{self.ci_high:.2f})" if self.ci_low is not None and self.ci_high is not None else "")
+
+
+@dataclass
+class Gains:
+    rows: pd.DataFrame  # diff.csv, plus "op": this profile's op node for the row ("" when none)
+    lines: dict[str, Gain]  # report line key -> gain
+    problem: str = ""  # why diff.csv could not be used
+
+
+def finite(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) or math.isinf(number) else number
+
+
+def read_diff(directory) -> pd.DataFrame | str | None:
+    """diff.csv of a profile directory; None when absent, a message when it cannot be used."""
+    path = directory / DIFF_FILE
+    if not path.is_file():
+        return None
+    try:
+        frame = pd.read_csv(path, keep_default_na=True)
+    except (OSError, ValueError, pd.errors.ParserError) as error:
+        return f"{path}: unreadable ({error})"
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        return f"{path}: missing columns {', '.join(missing)}"
+    frame["label"] = frame["label"].astype(str)
+    frame["file"] = frame["file"].fillna("").astype(str)
+    return frame
+
+
+def gain_data(model: ReportModel) -> Gains | None:
+    """The gains of the profile's source lines, None without diff.csv."""
+    frame = read_diff(model.profile.directory)
+    if frame is None:
+        return None
+    if isinstance(frame, str):
+        return Gains(rows=pd.DataFrame(columns=[*REQUIRED, "op"]), lines={}, problem=frame)
+    by_label: dict[str, list[str]] = {}
+    for node, info in model.ops.items():
+        by_label.setdefault(info["label"], []).append(node)
+    frame["op"] = [match_op(model, by_label, row) for row in frame.itertuples(index=False)]
+    per_line: dict[str, list] = {}
+    for row in frame.itertuples(index=False):
+        if row.op:
+            for key in model.ops[row.op]["lines"]:
+                per_line.setdefault(key, []).append(row)
+    return Gains(rows=frame, lines={key: line_gain(rows) for key, rows in per_line.items()})
+
+
+def match_op(model: ReportModel, by_label: dict[str, list[str]], row) -> str:
+    """This profile's source op of a diff row: same label, and same file and line when there are several."""
+    candidates = by_label.get(row.label, [])
+    if len(candidates) > 1:
+        line = finite(row.line)
+        candidates = [n for n in candidates if model.ops[n]["file"] == row.file and (line is None or model.ops[n]["line"] == int(line))] or candidates
+    return candidates[0] if candidates else ""
+
+
+def line_gain(rows: list) -> Gain:
+    """One op: its speedup and CI. Several: the ratio of their summed medians, no CI."""
+    base = sum(finite(r.base_ns) or 0.0 for r in rows)
+    tuned = sum(finite(r.tuned_ns) or 0.0 for r in rows)
+    labels = [r.label for r in rows]
+    if len(rows) == 1:
+        row = rows[0]
+        return Gain(finite(row.speedup), finite(row.ci_low), finite(row.ci_high), base, tuned, labels)
+    return Gain(base / tuned if tuned > 0 and base > 0 else None, None, None, base, tuned, labels)
+
+
+# Markup --------------------------------------------------------------------------------------------
+
+
+def gain_badge(parent, gain: Gain | None):
+    """The gain of a source line, next to its heat (an empty cell without one)."""
+    if gain is None:
+        return el(parent, "span", class_="gain")
+    title = "\n".join([f"tuned vs base: {gain.text()} (speedup, 95% CI)", f"median per iteration: {ns(gain.base_ns)} → {ns(gain.tuned_ns)}"]
+                      + ([f"{len(gain.labels)} ops, ratio of summed medians (no CI):"] + gain.labels if len(gain.labels) > 1 else gain.labels))
+    return el(parent, "span", class_=f"gain {gain.verdict}", title=title, data_speedup=number_text(gain.speedup), text=gain.text())
+
+
+def gains_table(parent, model: ReportModel, gains: Gains) -> None:
+    """The "Tuning gains" table of the summary: the ops with the most base time, their speedups and CIs."""
+    el(parent, "h3", None, "Tuning gains")
+    if gains.problem:
+        el(parent, "p", class_="muted", text=f"diff.csv is present but not used: {gains.problem}")
+        return
+    el(parent, "p", class_="note", text=(
+        "From diff.csv (tracelink diff BASE TUNED): median time per iteration of each source op in the base and this (tuned) profile, "
+        "speedup = base ÷ tuned with its 95% bootstrap CI. Green: faster for sure (CI above 1); red: slower (CI below 1)."
+    ))
+    rows = gains.rows
+    share_columns = [c for c in ("base_share", "tuned_share") if c in rows]
+    shown = rows[rows[share_columns].fillna(0).max(axis=1) >= MIN_SHARE] if share_columns else rows
+    table = el(parent, "table", id="gains-table", class_="grid")
+    header = el(el(table, "thead"), "tr")
+    for label in ("source op", "lines", "base", "tuned", "speedup (95% CI)", "base share"):
+        el(header, "th", None, label)
+    body = el(table, "tbody")
+    for row in shown.head(TOP_GAINS).itertuples(index=False):
+        gain = line_gain([row])
+        tr = el(body, "tr", data_label=row.label)
+        cell = el(tr, "td", class_="mono")
+        if row.op:
+            op_link(cell, model, row.op)
+        else:
+            el(cell, "span", title="no such op in this profile", text=row.label)
+        lines = el(tr, "td", class_="mono")
+        for key in (model.ops[row.op]["lines"][:3] if row.op else []):
+            line_link(lines, model, key)
+            el(lines, "br")
+        el(tr, "td", class_="num", text=ns(finite(row.base_ns)))
+        el(tr, "td", class_="num", text=ns(finite(row.tuned_ns)))
+        gain_badge(el(tr, "td", class_="num"), gain)
+        el(tr, "td", class_="num", text=pct(finite(getattr(row, "base_share", None))))
+    if len(shown) > TOP_GAINS:
+        el(parent, "p", class_="muted small", text=f"{len(shown) - TOP_GAINS} more ops in diff.csv.")
