@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tracelink.report.fmt import el, ns, pct
-from tracelink.report.widgets import line_link, number_text, op_link
+from tracelink.report.widgets import line_link, number_text, op_link, grid_table
 
 if TYPE_CHECKING:
     from tracelink.report.model import ReportModel
@@ -151,11 +151,7 @@ def gains_table(parent, model: ReportModel, gains: Gains) -> None:
     rows = gains.rows
     share_columns = [c for c in ("base_share", "tuned_share") if c in rows]
     shown = rows[rows[share_columns].fillna(0).max(axis=1) >= MIN_SHARE] if share_columns else rows
-    table = el(parent, "table", id="gains-table", class_="grid")
-    header = el(el(table, "thead"), "tr")
-    for label in ("source op", "lines", "base", "tuned", "speedup (95% CI)", "base share"):
-        el(header, "th", None, label)
-    body = el(table, "tbody")
+    body = grid_table(parent, ("source op", "lines", "base", "tuned", "speedup (95% CI)", "base share"), id="gains-table")
     for row in shown.head(TOP_GAINS).itertuples(index=False):
         gain = line_gain([row])
         tr = el(body, "tr", data_label=row.label)

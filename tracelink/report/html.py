@@ -24,7 +24,7 @@ from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration
-from tracelink.report.widgets import badge, bar, chip, chips, line_link, number_text, op_link, section
+from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
 
@@ -164,11 +164,7 @@ def summary_section(main, model: ReportModel) -> None:
     left = el(columns, "div")
     el(left, "h3", None, "Hottest source lines")
     hot_lines = hottest_lines(model, 12)
-    table = el(left, "table", class_="grid")
-    header = el(el(table, "thead"), "tr")
-    for label in ("lines", "share (inclusive)", "per iteration", "dispatches", "ops"):
-        el(header, "th", None, label)
-    body = el(table, "tbody")
+    body = grid_table(left, ("lines", "share (inclusive)", "per iteration", "dispatches", "ops"))
     for same in hot_lines:
         line = same[0]
         row = el(body, "tr")
@@ -188,11 +184,7 @@ def summary_section(main, model: ReportModel) -> None:
         el(left, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
     right = el(columns, "div")
     el(right, "h3", None, "Hottest dispatches")
-    table = el(right, "table", class_="grid")
-    header = el(el(table, "thead"), "tr")
-    for label in ("call site", "export", "source", "mean", "share"):
-        el(header, "th", None, label)
-    body = el(table, "tbody")
+    body = grid_table(right, ("call site", "export", "source", "mean", "share"))
     for site in sorted(model.call_sites, key=lambda s: -(s["total_ns"] or 0))[:12]:
         row = el(body, "tr")
         chip(el(row, "td"), site["index"])
@@ -427,11 +419,7 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
         el(card, "div", class_="big", text=f"{value:.4g}" if value is not None else "–")
         el(card, "div", class_="muted", text=name)
     el(drill, "h4", None, "Source ops")
-    table = el(drill, "table", class_="grid ops-table")
-    header = el(el(table, "thead"), "tr")
-    for label in ("role", "op", "op names", "share of this dispatch", "lines"):
-        el(header, "th", None, label)
-    body = el(table, "tbody")
+    body = grid_table(drill, ("role", "op", "op names", "share of this dispatch", "lines"), class_="grid ops-table")
     for op, role, fraction in site["ops"]:
         info = model.ops.get(op, {})
         row = el(body, "tr", data_op=op)
@@ -529,11 +517,7 @@ def audit_section(main, model: ReportModel) -> None:
     missing = audit.get("ops_without_dispatch", [])
     el(node, "h3", None, f"Compute ops in no dispatch ({len(missing)})")
     if missing:
-        table = el(node, "table", class_="grid")
-        header = el(el(table, "thead"), "tr")
-        for label in ("op", "location", "op names", "why"):
-            el(header, "th", None, label)
-        body = el(table, "tbody")
+        body = grid_table(node, ("op", "location", "op names", "why"))
         for item in missing:
             row = el(body, "tr")
             op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
@@ -546,11 +530,7 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "h3", None, f"Ops split across dispatches ({len(split)})")
     el(node, "p", class_="note", text="A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.")
     if split:
-        table = el(node, "table", class_="grid")
-        header = el(el(table, "thead"), "tr")
-        for label in ("op", "location", "call sites", "roles"):
-            el(header, "th", None, label)
-        body = el(table, "tbody")
+        body = grid_table(node, ("op", "location", "call sites", "roles"))
         for item in split:
             row = el(body, "tr")
             op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
@@ -565,11 +545,7 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "p", class_="note", text="IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) cannot tell these call sites apart.")
     if shared:
         sites = {site["index"]: site for site in model.call_sites}
-        table = el(node, "table", class_="grid")
-        header = el(el(table, "thead"), "tr")
-        for label in ("export", "call sites", "total share", "sources"):
-            el(header, "th", None, label)
-        body = el(table, "tbody")
+        body = grid_table(node, ("export", "call sites", "total share", "sources"))
         for item in shared:
             indices = [int(i) for i in item.get("call_sites", [])]
             row = el(body, "tr")

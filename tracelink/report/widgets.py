@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from lxml import etree
 
 from tracelink.report.fmt import el, heat, pct
 from tracelink.report.layout import op_label
@@ -63,3 +66,12 @@ def number_text(value) -> str:
 
 def badge(role: str):
     return el(None, "span", class_=f"role {role}", text=role)
+
+
+def grid_table(parent, labels: Sequence[str], class_: str = "grid", **attributes) -> etree._Element:
+    """A table with a header row of plain ``labels``; returns its (empty) ``tbody``."""
+    table = el(parent, "table", class_=class_, **attributes)
+    header = el(el(table, "thead"), "tr")
+    for label in labels:
+        el(header, "th", None, label)
+    return el(table, "tbody")

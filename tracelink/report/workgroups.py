@@ -23,7 +23,7 @@ from tracelink.collect.hook import WORKGROUP_COLUMNS
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.svg import heat_map, histogram
-from tracelink.report.widgets import bar, chips, line_link, number_text, op_link
+from tracelink.report.widgets import bar, chips, line_link, number_text, op_link, grid_table
 
 if TYPE_CHECKING:
     from tracelink.report.model import ReportModel
@@ -231,11 +231,7 @@ def workgroup_drill(parent, data: WorkgroupData, index: int) -> None:
     if site.counters:
         counter_stats_table(box, site)
     if site.threads:
-        table = el(box, "table", class_="grid wg-threads")
-        header = el(el(table, "thead"), "tr")
-        for label in ("thread", "workgroups per iteration", "busy per iteration", "mean workgroup"):
-            el(header, "th", None, label)
-        body = el(table, "tbody")
+        body = grid_table(box, ("thread", "workgroups per iteration", "busy per iteration", "mean workgroup"), class_="grid wg-threads")
         for row in site.threads:
             tr = el(body, "tr")
             el(tr, "td", class_="mono", text=row["thread"])
