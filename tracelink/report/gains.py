@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tracelink.report.fmt import el, ns, pct
-from tracelink.report.widgets import line_link, number_text, op_link, grid_table
+from tracelink.report.widgets import grid_table, line_link, number_text, op_link
 
 if TYPE_CHECKING:
     from tracelink.report.model import ReportModel

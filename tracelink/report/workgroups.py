@@ -23,7 +23,7 @@ from tracelink.collect.hook import WORKGROUP_COLUMNS
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.svg import heat_map, histogram
-from tracelink.report.widgets import bar, chips, line_link, number_text, op_link, grid_table
+from tracelink.report.widgets import bar, chips, grid_table, line_link, number_text, op_link
 
 if TYPE_CHECKING:
     from tracelink.report.model import ReportModel
