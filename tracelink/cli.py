@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tracelink.report.command",
     "tracelink.collect.hook_command",
     "tracelink.collect.tracy.command",
+    "tracelink.tune.command",
 )
 
 

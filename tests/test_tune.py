@@ -1,0 +1,360 @@
+"""`tracelink tune` and `tracelink diff` with the real compiler, runtime and measurements (no mocks).
+
+The program is one 256^3 f32 matmul + bias + relu layer. Its "base" build is compiled with a tuning
+spec that forces a poor tile config, so tuning has a real, large gain to find within a few trials.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from iree.compiler import ir
+
+from tests.conftest import run_profile
+from tracelink import TracelinkError
+from tracelink.compile import CompileOptions
+from tracelink.tools import tool_path
+from tracelink.tune.candidates import materialize
+from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
+from tracelink.tune.diff import diff_profiles
+from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
+from tracelink.tune.space import SpaceOptions, TileSpace
+from tracelink.tune.spec import Choice, write_spec
+from tracelink.tune.tuners import make_tuner, search
+
+TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TARGET = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+          "--iree-llvmcpu-target-cpu=host"]
+
+LAYER = """
+#bias_map = affine_map<(d0, d1) -> (d1)>
+#id_map = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>, %b: tensor<256xf32>) -> tensor<256x256xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<256x256xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32> loc("fc"("net.py":3:5))
+  %mm = linalg.matmul ins(%x, %w : tensor<256x256xf32>, tensor<256x256xf32>)
+                      outs(%acc : tensor<256x256xf32>) -> tensor<256x256xf32> loc("fc"("net.py":3:5))
+  %y = linalg.generic {indexing_maps = [#id_map, #bias_map, #id_map], iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %b : tensor<256x256xf32>, tensor<256xf32>) outs(%empty : tensor<256x256xf32>) {
+  ^bb0(%v: f32, %c: f32, %out: f32):
+    %s = arith.addf %v, %c : f32 loc("bias"("net.py":4:5))
+    %r = arith.maximumf %s, %zero : f32 loc("relu"("net.py":5:5))
+    linalg.yield %r : f32
+  } -> tensor<256x256xf32> loc("relu"("net.py":5:5))
+  return %y : tensor<256x256xf32>
+}
+"""
+
+# The same layer after an extra elementwise op on the input: the dispatches are numbered and fused
+# differently, the layer's source locations are the same.
+PRESCALED = LAYER.replace(
+    "  %zero = arith.constant 0.0 : f32\n",
+    "  %zero = arith.constant 0.0 : f32\n"
+    "  %xs = linalg.generic {indexing_maps = [#id_map, #id_map], iterator_types = [\"parallel\", \"parallel\"]}\n"
+    "      ins(%x : tensor<256x256xf32>) outs(%x : tensor<256x256xf32>) {\n"
+    "  ^bb0(%v: f32, %o: f32):\n"
+    "    %m = arith.mulf %v, %v : f32 loc(\"scale\"(\"net.py\":2:5))\n"
+    "    linalg.yield %m : f32\n"
+    "  } -> tensor<256x256xf32> loc(\"scale\"(\"net.py\":2:5))\n",
+).replace("ins(%x, %w :", "ins(%xs, %w :")
+
+POOR = {"distribution": [16, 16, 0], "vector_common_parallel": [4, 4, 0], "vector_reduction": [0, 0, 1]}
+SMALL_SPACE = """
+[space]
+distribution_m = [32, 64]
+distribution_n = [32, 64]
+vector_m = [8]
+vector_n = [16, 32]
+vector_k = [4, 16]
+
+[measure]
+repetitions = 5
+
+[select]
+confirm_top = 2
+confirm_rounds = 8
+"""
+
+
+def run_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRACELINK, *args], capture_output=True, text=True, timeout=600, **kwargs)
+
+
+def error_line(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1, done.stderr
+    assert lines and lines[-1].startswith("tracelink: error:"), done.stderr
+    return lines[-1]
+
+
+def dumped_benchmark(program: Path, dump: Path) -> Path:
+    dump.mkdir(parents=True, exist_ok=True)
+    subprocess.run([tool_path("iree-compile"), str(program), "-o", str(dump / "app.vmfb"), *TARGET,
+                    f"--iree-hal-dump-executable-benchmarks-to={dump}"], check=True, capture_output=True)
+    return next(dump.glob("*_benchmark.mlir"))
+
+
+def configured_roots(dump: Path) -> list[dict]:
+    configs = []
+    for path in dump.glob("configured_*.mlir"):
+        module = ir.Module.parseFile(str(path), ir.Context())
+        configs += [config_fields(op.attributes["lowering_config"]) for op in walk(module.operation) if is_root(op)]
+    return configs
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> dict:
+    """The program, a spec forcing the poor config, and the base profile built with it."""
+    root = tmp_path_factory.mktemp("tune")
+    program = root / "layer.mlir"
+    program.write_text(LAYER)
+    benchmark = dumped_benchmark(program, root / "dump")
+    dispatch = load_dispatch(benchmark)
+    poor_spec = write_spec([Choice(dispatch, POOR)], root / "poor_spec.mlir")
+    base = root / "base"
+    run_profile(program, base, repetitions=30, compile=CompileOptions(tuning_spec=poor_spec))
+    config = root / "tune.toml"
+    config.write_text(SMALL_SPACE)
+    return {"root": root, "program": program, "benchmark": benchmark, "dispatch": dispatch, "base": base,
+            "config": config}
+
+
+def test_space_respects_shapes_constraints_and_user_ranges(work):
+    dispatch = work["dispatch"]
+    assert dispatch.root_op == "linalg.matmul" and [loop.size for loop in dispatch.loops] == [256, 256, 256]
+    space = TileSpace(dispatch)
+    assert space.default_point in space.index
+    for point in space.points:
+        distribution, vector = space.tiles(point)
+        assert all(d % v == 0 and 256 % d == 0 for d, v in zip(distribution[:2], vector[:2]))
+        facts = space.derived(point)
+        assert facts["register_bytes"] <= space.options.register_bytes and facts["workgroups"] >= 2
+    narrow = TileSpace(dispatch, SpaceOptions(values={"vector_k": [4, 8], "distribution_m": [64]}))
+    assert {narrow.knob_values(i)["vector_k"] for i in range(len(narrow))} == {4, 8}
+    with pytest.raises(TracelinkError, match="search space is empty"):
+        TileSpace(dispatch, SpaceOptions(values={"vector_m": [64], "vector_n": [64]}))
+
+
+def test_tuners_propose_each_point_once_and_stop_early(work):
+    """The search loop over a deterministic objective of the real space (the vector-level intensity)."""
+    space = TileSpace(work["dispatch"], SpaceOptions(max_ratio=4))
+    score = np.array([space.derived(p)["intensity"] for p in space.points])
+    for name in ("xgb", "random", "grid"):
+        tuner = make_tuner(name, space, seed=1, budget=40)
+        proposed: list[int] = []
+
+        def measure(indices: list[int]) -> list[float]:
+            proposed.extend(indices)
+            return [float(score[i]) for i in indices]
+
+        result = search(tuner, measure, n_trial=40, batch_size=8)
+        assert result.trials == 40 and len(set(proposed)) == 40
+        assert result.best_throughput == max(score[i] for i in proposed)
+    # early stopping: a flat objective never improves after the first trial
+    result = search(make_tuner("random", space), lambda indices: [1.0] * len(indices), n_trial=100, batch_size=4,
+                    early_stopping=8)
+    assert result.stopped_early and result.trials < 20
+
+
+def test_candidates_compile_verify_and_time(work, tmp_path):
+    pool = make_pool(2)
+    try:
+        measurer = Measurer(work["dispatch"], tmp_path, MeasureOptions(repetitions=3), pool)
+        default = measurer.measure_default()
+        assert default.ok and default.timing.median > 0
+        space = TileSpace(work["dispatch"], SpaceOptions(values={"distribution_m": [64], "distribution_n": [64],
+                                                                 "vector_m": [8], "vector_n": [16, 32], "vector_k": [4]}))
+        entries = [(i + 1, "test", space.knob_values(i), space.config(i)) for i in range(len(space))]
+        trials = measurer.measure(entries)
+    finally:
+        pool.shutdown()
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial.verification == "ok", trial.error
+        assert trial.timing.median > 0 and trial.gflops > 0
+        low, high = trial.timing.ci()
+        assert low <= trial.timing.median <= high
+
+
+TWO_RESULTS = """
+func.func @main(%a: tensor<4x64x128xf32>, %b: tensor<4x128x32xf32>, %c: tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<4x64x32xf32>) {
+  %d = arith.addf %c, %c : tensor<64x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x64x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x64x32xf32>) -> tensor<4x64x32xf32>
+  %bm = linalg.batch_matmul ins(%a, %b : tensor<4x64x128xf32>, tensor<4x128x32xf32>) outs(%f : tensor<4x64x32xf32>) -> tensor<4x64x32xf32>
+  return %d, %bm : tensor<64x32xf32>, tensor<4x64x32xf32>
+}
+"""
+
+
+def test_verification_harness_computes_the_dispatch(tmp_path):
+    """The verify entry point feeds the real bindings, including an output at an offset into a shared buffer."""
+    program = tmp_path / "two.mlir"
+    program.write_text(TWO_RESULTS)
+    dumped_benchmark(program, tmp_path / "dump")
+    dispatch = load_dispatch(next((tmp_path / "dump").glob("*dispatch_1*_benchmark.mlir")))
+    assert dispatch.root_op == "linalg.batch_matmul" and dispatch.bindings[-1].offset > 0
+    pool = make_pool(1)
+    try:
+        measurer = Measurer(dispatch, tmp_path / "work", MeasureOptions(repetitions=2), pool)
+        measurer.measure_default()
+    finally:
+        pool.shutdown()
+    a, b = (np.load(path) for path in measurer.inputs[:2])
+    np.testing.assert_allclose(measurer.reference[0], np.matmul(a, b), rtol=1e-4, atol=1e-4)
+
+
+def test_candidate_computing_something_else_is_rejected(work, tmp_path):
+    """A candidate whose dispatch computes relu(x) with threshold 0.5 instead of 0 fails verification."""
+    pool = make_pool(1)
+    try:
+        measurer = Measurer(work["dispatch"], tmp_path, MeasureOptions(repetitions=3), pool)
+        measurer.measure_default()
+    finally:
+        pool.shutdown()
+    fields = {"distribution": [64, 64, 0], "vector_common_parallel": [8, 16, 0], "vector_reduction": [0, 0, 4]}
+    source = materialize(work["benchmark"], fields, tmp_path / "wrong.mlir")
+    module = ir.Module.parseFile(str(source), ir.Context())
+    changed = 0
+    with module.context, ir.Location.unknown():
+        for op in walk(module.operation):
+            if op.name == "arith.constant" and str(op.results[0].type) == "f32":
+                op.attributes["value"] = ir.FloatAttr.get(ir.F32Type.get(), 0.5)
+                changed += 1
+    assert changed
+    source.write_text(str(module))
+    subprocess.run([tool_path("iree-compile"), str(source), "-o", str(tmp_path / "wrong.vmfb")], check=True)
+    trial = measurer.verify_and_time(tmp_path / "wrong.vmfb", 1, "test", {}, "wrong")
+    assert trial.verification == "mismatch" and "differ" in trial.error
+    assert not trial.ok and trial.timing is None and trial.gflops == 0
+    # the same config left intact verifies
+    error, _ = build(str(work["benchmark"]), fields, str(tmp_path / "right.mlir"), str(tmp_path / "right.vmfb"), 300)
+    assert not error
+    assert measurer.verify_and_time(tmp_path / "right.vmfb", 2, "test", {}, "right").verification == "ok"
+
+
+def test_tune_writes_a_spec_that_applies_to_the_whole_program(work):
+    base, spec = work["base"], work["root"] / "spec.mlir"
+    done = run_cli("tune", str(base), "--trials", "6", "--tuner", "xgb", "--config", str(work["config"]), "-o", str(spec))
+    assert done.returncode == 0, done.stderr
+    assert "in the spec" in done.stdout and spec.is_file()
+    rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
+    assert rows[0]["tuner"] == "default" and len(rows) == 7
+    assert {"dispatch", "configuration", "runtime_ms", "gflops", "verification", "trial", "tuner"} <= set(rows[0])
+    assert all(row["verification"] == "ok" for row in rows)
+    summary = list(csv.DictReader((base / "tune" / "summary.csv").open()))
+    assert summary[0]["selected"] == "True" and float(summary[0]["ci_low"]) > 1
+    chosen = config_fields(ir.Attribute.parse(summary[0]["configuration"], ir.Context()))
+    # compile the whole program with the spec: the configured dump carries the chosen config
+    dump = work["root"] / "with_spec"
+    dump.mkdir()
+    subprocess.run([tool_path("iree-compile"), str(work["program"]), "-o", str(dump / "app.vmfb"), *TARGET,
+                    f"--iree-codegen-tuning-spec-path={spec}", f"--iree-hal-dump-executable-configurations-to={dump}"],
+                   check=True, capture_output=True)
+    assert configured_roots(dump) == [chosen]
+    work["spec"] = spec
+
+    # --resume continues numbering and keeps the earlier trials
+    done = run_cli("tune", str(base), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
+    assert [int(r["trial"]) for r in rows] == list(range(9))
+
+
+def test_diff_after_tuning_shows_the_gain_on_the_source_line(work):
+    if "spec" not in work:
+        pytest.skip("needs the spec of the tune test")
+    tuned = work["root"] / "tuned"
+    run_profile(work["program"], tuned, repetitions=30, compile=CompileOptions(tuning_spec=work["spec"]))
+    frame = diff_profiles(work["base"], tuned)
+    fc = frame[frame["label"].str.startswith("fc @ net.py:3")].iloc[0]
+    assert fc["file"] == "net.py" and fc["line"] == 3
+    assert fc["speedup"] > 1 and fc["ci_low"] > 1, fc
+    assert frame.attrs["end_to_end"]["ci_low"] > 1
+    done = run_cli("diff", str(work["base"]), str(tuned))
+    assert done.returncode == 0, done.stderr
+    header = (tuned / "diff.csv").read_text().splitlines()[0].split(",")
+    assert header[:8] == ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high"]
+
+
+def test_diff_matches_source_ops_across_different_dispatches(work):
+    variant = work["root"] / "prescaled.mlir"
+    variant.write_text(PRESCALED)
+    other = work["root"] / "prescaled_profile"
+    run_profile(variant, other, repetitions=5)
+    base_exports = set(pd_read(work["base"] / "exports.csv")["export"])
+    other_exports = set(pd_read(other / "exports.csv")["export"])
+    assert base_exports != other_exports  # dispatch names differ between the builds
+    frame = diff_profiles(work["base"], other).set_index("label")
+    for label in ("fc @ net.py:3:5", "relu @ net.py:5:5"):
+        assert np.isfinite(frame.loc[label, "base_ns"]) and np.isfinite(frame.loc[label, "tuned_ns"])
+    assert np.isnan(frame.loc["scale @ net.py:2:5", "base_ns"])  # only in the second build
+
+
+def pd_read(path: Path):
+    import pandas as pd
+
+    return pd.read_csv(path)
+
+
+def fresh_copy(profile: Path, where: Path) -> Path:
+    """A copy of a profile directory without its tune/ results."""
+    return Path(shutil.copytree(profile, where / profile.name, ignore=shutil.ignore_patterns("tune")))
+
+
+def test_interrupt_keeps_finished_trials(work, tmp_path):
+    base = fresh_copy(work["base"], tmp_path)
+    trials = base / "tune" / "trials.csv"
+    config = tmp_path / "quick.toml"
+    config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n")
+    process = subprocess.Popen([*TRACELINK, "tune", str(base), "--trials", "200", "--tuner", "random",
+                                "--config", str(config), "-o", str(tmp_path / "spec.mlir")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not trials.exists() or len(trials.read_text().splitlines()) < 4):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "--resume" in err
+    rows = list(csv.DictReader(trials.open()))
+    assert len(rows) >= 3 and rows[0]["tuner"] == "default"
+
+
+def test_bad_input_is_one_clear_line(work, tmp_path):
+    # no tunable root op: an elementwise-only program
+    program = tmp_path / "add.mlir"
+    program.write_text("func.func @main(%a: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {\n"
+                       "  %r = arith.addf %a, %b : tensor<64xf32>\n"
+                       "  return %r : tensor<64xf32>\n}\n")
+    run_profile(program, tmp_path / "add", repetitions=2)
+    assert "no tunable dispatch" in error_line(run_cli("tune", str(tmp_path / "add")))
+    # an empty space
+    config = tmp_path / "empty.toml"
+    config.write_text("[space]\nvector_m = [64]\nvector_n = [64]\n")
+    base = fresh_copy(work["base"], tmp_path)
+    line = error_line(run_cli("tune", str(base), "--config", str(config), "-o", str(tmp_path / "s.mlir")))
+    assert "search space is empty" in line
+    # not a profile directory
+    assert "not a profile directory" in error_line(run_cli("diff", str(tmp_path), str(base)))
+    # an unknown key names the file
+    config.write_text("[space]\ntile_q = [1]\n")
+    assert "empty.toml" in error_line(run_cli("tune", str(base), "--config", str(config)))
+    # every candidate failing to compile: logged per trial, then one error
+    config.write_text("[space]\nmax_vector_bytes = 100000000\nregister_bytes = 100000000\ndistribution_m = [64]\n"
+                      "distribution_n = [64]\nvector_m = [32]\nvector_n = [32, 64]\nvector_k = [64]\n")
+    out = tmp_path / "failing"
+    line = error_line(run_cli("tune", str(base), "--config", str(config), "-o", str(out / "s.mlir")))
+    assert "every candidate failed" in line
+    rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
+    failed = [r for r in rows if r["tuner"] != "default"]
+    assert failed and all(r["verification"] == "compile_error" and "iree-compile failed" in r["error"] for r in failed)

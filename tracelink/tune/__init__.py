@@ -1,0 +1,13 @@
+"""Tile-config tuning of hot dispatches (``tracelink tune``) and profile comparison (``tracelink diff``).
+
+The modules follow the data flow:
+``dispatch`` reads a dispatch's benchmark dump → ``space`` enumerates its tile configs →
+``candidates`` + ``harness`` write candidate programs → ``measure`` compiles, verifies and times them →
+``model`` + ``tuners`` choose what to measure next → ``spec`` writes the merged tuning spec;
+``run`` ties these together for a profile directory, ``config`` reads tune.toml, ``diff`` compares two
+profiles by source location, ``command`` is the CLI.
+
+Python API: ``run.tune_profile`` (the whole command), ``diff.diff_profiles(base, tuned) -> DataFrame``,
+and the pieces: ``dispatch.load_dispatch``, ``space.TileSpace``, ``tuners.make_tuner`` / ``tuners.search``,
+``measure.Measurer``, ``spec.write_spec``. Submodules are imported on use (the CLI starts fast).
+"""

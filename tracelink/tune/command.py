@@ -1,0 +1,125 @@
+"""`tracelink tune` and `tracelink diff`: argument parsing and printing only (the work is in run/diff)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from tracelink import TracelinkError
+
+TUNER_NAMES = ("xgb", "random", "grid")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    tune = subparsers.add_parser(
+        "tune",
+        help="search tile configs of the hottest dispatches and write a tuning spec",
+        description="Search tile configurations (workgroup, vector and reduction tile sizes) of the hottest "
+        "tunable dispatches of a profile, verify and time each candidate against the default config, and "
+        "write one transform-dialect tuning spec with the configs that are significantly faster.",
+    )
+    tune.add_argument("profile", type=Path, help="profile directory written by 'tracelink profile'")
+    which = tune.add_mutually_exclusive_group()
+    which.add_argument("--top", type=int, help="tune the K hottest tunable dispatches (default 3)")
+    which.add_argument("--dispatch", help="tune only this dispatch function (export name)")
+    tune.add_argument("--trials", type=int, help="trials per dispatch (default 32)")
+    tune.add_argument("--tuner", choices=TUNER_NAMES, help="search strategy (default xgb)")
+    tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
+    tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
+    tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
+    tune.set_defaults(handler=run_tune)
+
+    diff = subparsers.add_parser(
+        "diff",
+        help="compare two profiles source line by source line",
+        description="Compare two profiles of the same program (e.g. before and after tuning), matching source "
+        "ops by source location; prints per-op and end-to-end speedups with 95%% confidence intervals and "
+        "writes diff.csv.",
+    )
+    diff.add_argument("base", type=Path, help="profile directory of the baseline")
+    diff.add_argument("tuned", type=Path, help="profile directory to compare with it")
+    diff.add_argument("-o", "--output", type=Path, help="CSV to write (default <tuned>/diff.csv)")
+    diff.set_defaults(handler=run_diff)
+
+
+def _positive(value: int | None, flag: str) -> None:
+    if value is not None and value < 1:
+        raise TracelinkError(f"{flag} must be at least 1, got {value}")
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tracelink.profile_dir import load_profile
+    from tracelink.tune.config import load_config
+    from tracelink.tune.run import tune_profile
+
+    _positive(args.top, "--top")
+    _positive(args.trials, "--trials")
+    config = load_config(args.config)
+    if args.top is not None:
+        config.select.top = args.top
+    if args.dispatch is not None:
+        config.select.top = 1
+    if args.trials is not None:
+        config.search.n_trial = args.trials
+    if args.tuner is not None:
+        config.search.tuner = args.tuner
+    profile = load_profile(args.profile)
+    console = Console(stderr=True, highlight=False)
+    try:
+        outcomes, spec = tune_profile(args.profile, profile.exports, profile.artifacts, profile.manifest, config,
+                                      args.dispatch, args.resume, args.output, console)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
+                      "(continue with --resume)")
+        raise
+    out = Console(highlight=False)
+    for o in outcomes:
+        line = f"[bold]{o.export}[/] ({o.share:.1%} of dispatch time): "
+        if math.isnan(o.speedup):
+            line += f"{o.trials} trials, {o.failed} failed"
+        else:
+            line += (f"{_ms(o.default_ms)} -> {_ms(o.best_ms)} ms, {o.speedup:.2f}x (95% CI {o.ci_low:.2f}-{o.ci_high:.2f}); "
+                     f"{o.trials} of {o.space_size} configs tried, {o.failed} failed; "
+                     f"{'in the spec' if o.selected else 'not in the spec'}")
+        out.print(line)
+        if o.note:
+            out.print(f"  {o.note}")
+    trials = args.profile / "tune" / "trials.csv"
+    if spec is None:
+        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
+    else:
+        out.print(f"tuning spec: {spec}  (trials: {trials})")
+        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}")
+    return 0
+
+
+def _ms(value: float) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tracelink.tune.diff import diff_profiles, write_diff
+
+    frame = diff_profiles(args.base, args.tuned)
+    path = write_diff(frame, args.output or args.tuned / "diff.csv")
+    table = Table(title=f"{args.tuned} vs {args.base} (median per iteration)")
+    for column in ("source op", "base ms", "tuned ms", "speedup", "95% CI"):
+        table.add_column(column, justify="left" if column == "source op" else "right")
+    total = frame.attrs["end_to_end"]
+    rows = [total] + frame.to_dict("records")
+    for row in rows:
+        if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
+            table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
+                          "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x",
+                          "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}-{row['ci_high']:.2f}")
+    out = Console(highlight=False)
+    out.print(table)
+    out.print(f"end to end: {total['speedup']:.2f}x (95% CI {total['ci_low']:.2f}-{total['ci_high']:.2f}, "
+              f"{total['base_iterations']} vs {total['tuned_iterations']} iterations); per source op: {path}")
+    return 0

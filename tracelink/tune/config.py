@@ -1,0 +1,82 @@
+"""The tune configuration: a TOML file with [space], [search], [measure] and [select] tables.
+
+Every key is optional; command-line options override the file. See examples/tune.toml.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracelink import TracelinkError
+from tracelink.tune.measure import MeasureOptions
+from tracelink.tune.space import SpaceOptions
+from tracelink.tune.tuners import TUNERS
+
+
+@dataclass
+class SearchOptions:
+    tuner: str = "xgb"
+    n_trial: int = 32  # trials per dispatch, the default config not counted
+    early_stopping: int = 16  # stop a dispatch after this many trials without a new best (0: never)
+    batch_size: int = 8  # candidates compiled in parallel, and the cost model's re-fit interval
+    seed: int = 0
+
+
+@dataclass
+class SelectOptions:
+    top: int = 3  # hottest tunable dispatches to tune
+    min_speedup: float = 1.03  # a config enters the spec only if at least this much faster ...
+    confidence: float = 0.95  # ... and the lower bound of this confidence interval is above 1
+    confirm_top: int = 2  # best candidates re-timed against the default before choosing
+    confirm_rounds: int = 16  # interleaved re-timing rounds (paired samples; at least 6 for a 95% interval)
+    check_spec: bool = True  # compile the program with the spec and check every config applied
+
+
+@dataclass
+class TuneConfig:
+    space: SpaceOptions = field(default_factory=SpaceOptions)
+    search: SearchOptions = field(default_factory=SearchOptions)
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+    select: SelectOptions = field(default_factory=SelectOptions)
+    source: Path | None = None
+
+
+def _fill(options, table: dict, name: str, where: str) -> None:
+    for key, value in table.items():
+        if not hasattr(options, key):
+            raise TracelinkError(f"{where}: unknown key '{key}' in [{name}] (expected one of: {', '.join(vars(options))})")
+        expected = type(getattr(options, key))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected) or (isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0):
+            raise TracelinkError(f"{where}: [{name}] {key} must be a non-negative {expected.__name__}, got {value!r}")
+        setattr(options, key, value)
+
+
+def load_config(path: Path | None) -> TuneConfig:
+    """Read a tune config (None: all defaults). Errors name the file and the key."""
+    config = TuneConfig()
+    if path is None:
+        return config
+    path = Path(path)
+    if not path.is_file():
+        raise TracelinkError(f"{path}: tune config not found")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise TracelinkError(f"{path}: invalid TOML: {error}") from error
+    unknown = sorted(set(data) - {"space", "search", "measure", "select"})
+    if unknown:
+        raise TracelinkError(f"{path}: unknown table(s) {', '.join(unknown)} (expected [space], [search], [measure], [select])")
+    config.space = SpaceOptions.from_table(data.get("space", {}), str(path))
+    config.measure = MeasureOptions.from_table(data.get("measure", {}), str(path))
+    _fill(config.search, data.get("search", {}), "search", str(path))
+    _fill(config.select, data.get("select", {}), "select", str(path))
+    if config.search.tuner not in TUNERS:
+        raise TracelinkError(f"{path}: [search] tuner must be one of {', '.join(TUNERS)}, got '{config.search.tuner}'")
+    if config.search.batch_size < 1 or config.measure.repetitions < 1:
+        raise TracelinkError(f"{path}: [search] batch_size and [measure] repetitions must be at least 1")
+    config.source = path
+    return config

@@ -1,0 +1,347 @@
+"""Read one dispatch's benchmark dump: its root op, loops, default tile config and buffer bindings.
+
+The benchmark dump (``module_<exe>_embedded_elf_<arch>_benchmark.mlir``) is a complete program: the
+configured executable plus a ``util.func`` marked ``iree.benchmark = "dispatch"`` that runs it on
+uninitialized buffers. Everything the tuner needs about the dispatch is read from it with the MLIR
+Python bindings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import linalg
+
+from tracelink import TracelinkError
+
+# Lowering-config fields the tuner searches; any other field of the default is kept as it is.
+TUNED_FIELDS = ("distribution", "vector_common_parallel", "vector_reduction")
+
+# numpy dtype and HAL element type of the MLIR element types a harness can feed.
+ELEMENT_TYPES = {
+    "f16": ("float16", "f16"),
+    "bf16": (None, "bf16"),
+    "f32": ("float32", "f32"),
+    "f64": ("float64", "f64"),
+    "i8": ("int8", "i8"),
+    "i16": ("int16", "i16"),
+    "i32": ("int32", "i32"),
+    "i64": ("int64", "i64"),
+}
+
+
+@dataclass(frozen=True)
+class Loop:
+    """One loop of the root op's iteration space."""
+
+    index: int  # d<index> in the indexing maps
+    role: str  # knob suffix: m, n, k, b (contraction); batch, img0, oc, filter0, ic, depth (convolution)
+    kind: str  # "parallel" or "reduction"
+    size: int
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One buffer the dispatch reads or writes (a ``hal.interface.binding.subspan``)."""
+
+    index: int
+    shape: tuple[int, ...]
+    element_type: str  # MLIR spelling: f32, i8, ...
+    readonly: bool
+    offset: int = 0  # bytes into the bound buffer where the dispatch's view starts
+
+    @property
+    def byte_size(self) -> int:
+        """Bytes of the dispatch's view (from ``offset``)."""
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        return count * element_bytes(self.element_type)
+
+    @property
+    def buffer_size(self) -> int:
+        """Bytes the bound buffer needs: the view and what precedes it."""
+        return self.offset + self.byte_size
+
+
+@dataclass
+class Dispatch:
+    """What the tuner knows about one dispatch function."""
+
+    benchmark: Path
+    export: str
+    executable: str
+    variant: str
+    bench_function: str
+    root_op: str  # e.g. linalg.matmul
+    kind: str  # "contraction" or "convolution"
+    loops: list[Loop]
+    indexing_maps: list[str]  # affine_map<...> of the root op (inputs then output)
+    access: list[list[list[tuple[int, int]]]]  # operand -> result dim -> [(loop, coefficient)]
+    operand_types: list[str]  # element types of the root op's inputs then output
+    default_config: dict[str, list[int]]
+    default_config_text: str
+    translation_info: str
+    bindings: list[Binding]
+    device_symbol: str  # the util.global holding the !hal.device
+    match_dims: dict[str, list[int]] = field(default_factory=dict)  # for the spec's dims_equal
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds of the root op counted as two operations."""
+        total = 2
+        for loop in self.loops:
+            total *= loop.size
+        return total
+
+    @property
+    def shapes(self) -> str:
+        return "x".join(str(loop.size) for loop in self.loops)
+
+
+def element_bytes(element_type: str) -> int:
+    digits = "".join(ch for ch in element_type if ch.isdigit())
+    if not digits or int(digits) % 8:
+        raise TracelinkError(f"element type {element_type} is not byte-sized")
+    return int(digits) // 8
+
+
+def walk(op: ir.Operation):
+    """Every operation nested in ``op``, in program order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from walk(child)
+
+
+def config_fields(attribute: ir.Attribute) -> dict[str, list[int]]:
+    """The fields of a ``#iree_cpu.lowering_config<a = [..], b = [..]>`` as lists of ints.
+
+    The attribute has no Python accessors; its body has the syntax of a dictionary attribute, so it
+    is re-parsed as one.
+    """
+    text = str(attribute)
+    if not text.startswith("#iree_cpu.lowering_config<"):
+        raise TracelinkError(f"unsupported lowering_config {text} (only #iree_cpu.lowering_config is tunable)")
+    body = ir.Attribute.parse("{" + text[text.index("<") + 1 : text.rindex(">")] + "}", attribute.context)
+    fields: dict[str, list[int]] = {}
+    for named in ir.DictAttr(body):
+        value = named.attr
+        if isinstance(value, ir.ArrayAttr):
+            fields[named.name] = [ir.IntegerAttr(item).value for item in ir.ArrayAttr(value)]
+        else:
+            fields[named.name] = list(ir.DenseI64ArrayAttr(value))
+    return fields
+
+
+def config_text(fields: dict[str, list[int]]) -> str:
+    """The ``#iree_cpu.lowering_config<...>`` spelling of ``fields``."""
+    body = ", ".join(f"{name} = [{', '.join(str(v) for v in values)}]" for name, values in fields.items())
+    return f"#iree_cpu.lowering_config<{body}>"
+
+
+def _constant_int(value: ir.Value) -> int | None:
+    """The integer an ``arith.constant`` gives ``value``, else None."""
+    owner = value.owner
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    if not isinstance(owner, ir.Operation) or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def is_root(op: ir.Operation) -> bool:
+    """A contraction or convolution carrying the workgroup (``distribution``) tiling of its dispatch."""
+    if "lowering_config" not in op.attributes:
+        return False
+    if not (linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)):
+        return False
+    return "distribution" in config_fields(op.attributes["lowering_config"])
+
+
+def _element_type(value: ir.Value) -> str:
+    value_type = value.type
+    if isinstance(value_type, ir.ShapedType):
+        return str(value_type.element_type)
+    return str(value_type)
+
+
+def _linear_terms(expr: ir.AffineExpr, where: str) -> list[tuple[int, int]]:
+    """``expr`` as a sum of coefficient * loop terms (constants dropped): d1 * 2 + d4 -> [(1, 2), (4, 1)]."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return [(expr.position, 1)]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return []
+    if isinstance(expr, ir.AffineAddExpr):
+        return _linear_terms(expr.lhs, where) + _linear_terms(expr.rhs, where)
+    if isinstance(expr, ir.AffineMulExpr):
+        for factor, other in ((expr.rhs, expr.lhs), (expr.lhs, expr.rhs)):
+            if isinstance(factor, ir.AffineConstantExpr):
+                return [(loop, coefficient * factor.value) for loop, coefficient in _linear_terms(other, where)]
+    raise TracelinkError(f"{where}: indexing map expression {expr} is not linear; not tunable")
+
+
+def _loop_sizes(op: ir.Operation, maps: list[ir.AffineMap]) -> list[int]:
+    """Static loop bounds, read off the operand shapes through the indexing maps' plain dims."""
+    sizes = [-1] * maps[0].n_dims
+    for operand, amap in zip(op.operands, maps):
+        shape = ir.ShapedType(operand.type)
+        for position, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr) and not shape.is_dynamic_dim(position):
+                sizes[expr.position] = shape.get_dim_size(position)
+    if any(size < 0 for size in sizes):
+        raise TracelinkError(f"root op {op.name} has dynamic loop bounds; only static shapes are tunable")
+    return sizes
+
+
+def _roles(op: ir.Operation) -> tuple[str, dict[int, tuple[str, str]], dict[str, list[int]]]:
+    """(kind, loop -> (role, parallel/reduction), dims for the spec matcher) of a root op."""
+    roles: dict[int, tuple[str, str]] = {}
+
+    def name(base: str, members: list[int]) -> None:
+        for i, loop in enumerate(members):
+            role = base if len(members) == 1 else f"{base}{i}"
+            roles[loop] = (role, groups_kind[base])
+
+    if linalg.isa_contraction_op(op):
+        dims = linalg.infer_contraction_dimensions(op)
+        groups = {"b": list(dims.batch), "m": list(dims.m), "n": list(dims.n), "k": list(dims.k)}
+        groups_kind = {"b": "parallel", "m": "parallel", "n": "parallel", "k": "reduction"}
+        for base, members in groups.items():
+            name(base, members)
+        return "contraction", roles, groups
+    if linalg.isa_convolution_op(op):
+        dims = linalg.infer_convolution_dimensions(op)
+        groups = {
+            "batch": list(dims.batch),
+            "img": list(dims.output_image),
+            "oc": list(dims.output_channel),
+            "filter": list(dims.filter_loop),
+            "ic": list(dims.input_channel),
+            "depth": list(dims.depth),
+        }
+        groups_kind = {
+            "batch": "parallel",
+            "img": "parallel",
+            "oc": "parallel",
+            "filter": "reduction",
+            "ic": "reduction",
+            "depth": "parallel",
+        }
+        for base, members in groups.items():
+            name(base, members)
+        groups["strides"] = list(dims.strides)
+        groups["dilations"] = list(dims.dilations)
+        return "convolution", roles, groups
+    raise TracelinkError(f"root op {op.name} is neither a contraction nor a convolution")
+
+
+def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatch:
+    """Read the dispatch in a benchmark dump. Raises TracelinkError when it is not tunable."""
+    benchmark = Path(benchmark)
+    if not benchmark.is_file():
+        raise TracelinkError(f"{benchmark}: benchmark dump not found")
+    context = context or ir.Context()
+    try:
+        module = ir.Module.parseFile(str(benchmark), context)
+    except ir.MLIRError as error:
+        raise TracelinkError(f"{benchmark}: MLIR parse error: {str(error).splitlines()[0]}") from error
+    return describe(module, benchmark)
+
+
+def describe(module: ir.Module, benchmark: Path) -> Dispatch:
+    executable = variant = export = bench_function = device_symbol = None
+    root = dispatch_func = None
+    bindings: dict[int, Binding] = {}
+    has_constants = False
+    for op in walk(module.operation):
+        name = op.name
+        if name == "hal.executable" and executable is None:
+            executable = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "hal.executable.variant" and variant is None:
+            variant = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "hal.executable.export" and export is None:
+            export = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "util.global" and device_symbol is None and str(ir.TypeAttr(op.attributes["type"]).value) == "!hal.device":
+            device_symbol = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "util.func" and "iree.reflection" in op.attributes:
+            reflection = ir.DictAttr(op.attributes["iree.reflection"])
+            if "iree.benchmark" in reflection:
+                bench_function = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "func.func" and "translation_info" in op.attributes:
+            dispatch_func = op
+        elif name == "hal.interface.binding.subspan":
+            index = ir.IntegerAttr(op.attributes["binding"]).value
+            memref = ir.ShapedType(op.results[0].type)
+            if not memref.has_static_shape:
+                raise TracelinkError(f"{benchmark}: binding {index} has a dynamic shape; not tunable")
+            readonly = bool(ir.IntegerAttr(op.attributes["descriptor_flags"]).value & 1)
+            offset = _constant_int(op.operands[0]) if len(op.operands) else 0
+            if offset is None or index in bindings:
+                raise TracelinkError(f"{benchmark}: binding {index} is used at a dynamic or several offsets; not tunable")
+            bindings[index] = Binding(index, tuple(memref.shape), str(memref.element_type), readonly, offset)
+        elif name == "hal.interface.constant.load":
+            has_constants = True
+        elif root is None and is_root(op):
+            root = op
+    if any(item is None for item in (export, executable, variant, bench_function, dispatch_func, device_symbol)):
+        raise TracelinkError(f"{benchmark}: not a dispatch benchmark dump (no executable export or benchmark function)")
+    if root is None:
+        raise TracelinkError(
+            f"{benchmark}: {export} has no tunable root op (matmul, batch_matmul, convolution or contraction generic)"
+        )
+    if has_constants:
+        raise TracelinkError(f"{benchmark}: {export} takes push constants (dynamic shapes); not tunable")
+    kind, roles, match_dims = _roles(root)
+    maps = [ir.AffineMapAttr(item).value for item in ir.ArrayAttr(root.attributes["indexing_maps"])]
+    sizes = _loop_sizes(root, maps)
+    loops = [Loop(i, roles[i][0], roles[i][1], sizes[i]) for i in range(len(sizes))]
+    match_sizes = {group: [sizes[i] for i in members] for group, members in match_dims.items() if group not in ("strides", "dilations")}
+    match_sizes.update({group: match_dims[group] for group in ("strides", "dilations") if group in match_dims})
+    default_attr = root.attributes["lowering_config"]
+    return Dispatch(
+        benchmark=benchmark,
+        export=export,
+        executable=executable,
+        variant=variant,
+        bench_function=bench_function,
+        root_op=root.name,
+        kind=kind,
+        loops=loops,
+        indexing_maps=[str(item) for item in ir.ArrayAttr(root.attributes["indexing_maps"])],
+        access=[[_linear_terms(expr, str(benchmark)) for expr in amap.results] for amap in maps],
+        operand_types=[_element_type(value) for value in root.operands],
+        default_config=config_fields(default_attr),
+        default_config_text=str(default_attr),
+        translation_info=str(dispatch_func.attributes["translation_info"]),
+        bindings=[bindings[i] for i in sorted(bindings)],
+        device_symbol=device_symbol,
+        match_dims=match_sizes,
+    )
+
+
+def check_source_form(dispatch: Dispatch, source: Path) -> None:
+    """Raise unless the executable source (what a tuning spec matches) has the root op in the same form.
+
+    Configuration may rewrite the root op (e.g. a convolution's unit batch loop is folded away in the
+    source and restored in the configured form); a spec matching the configured form would not apply.
+    """
+    if not Path(source).is_file():
+        return
+    module = ir.Module.parseFile(str(source), ir.Context())
+    forms = []
+    for op in walk(module.operation):
+        if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op):
+            if "indexing_maps" in op.attributes:
+                items = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+                if [str(item) for item in items] == dispatch.indexing_maps:
+                    return
+                forms.append(f"{op.name} with {ir.AffineMapAttr(items[0]).value.n_dims} loops")
+    raise TracelinkError(
+        f"{source}: {dispatch.export}'s root op is rewritten during configuration "
+        f"({dispatch.root_op} with {len(dispatch.loops)} loops here, {', '.join(forms) or 'no such op'} in the source), "
+        "so a tuning spec cannot target it"
+    )

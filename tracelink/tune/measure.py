@@ -1,0 +1,384 @@
+"""Build, verify and time candidates with the real IREE tools.
+
+Candidates are written and compiled by ``iree-compile`` in a process pool sized to the machine (with a
+rich progress bar); each built candidate is then, one at a time so timings do not disturb each other,
+run once through ``tracelink_verify`` with ``iree-run-module`` on seeded inputs and compared with the
+default config's outputs, and only when it matches timed with ``iree-benchmark-module`` (repetitions;
+median and a distribution-free 95% confidence interval; a timeout relative to the default's run time).
+A candidate that fails to compile, crashes, times out or computes something else is recorded as failed
+and is never chosen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing
+import subprocess
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tracelink import TracelinkError
+from tracelink.tools import tool_path
+from tracelink.tune import harness
+from tracelink.tune.candidates import materialize
+from tracelink.tune.dispatch import Dispatch, config_text
+from tracelink.tune.space import machine_cores
+
+OK = "ok"
+FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout")
+
+
+@dataclass
+class MeasureOptions:
+    """How candidates are measured; set in the ``[measure]`` table of the tune config."""
+
+    device: str = "local-sync"
+    # "cpu": process CPU time per dispatch (robust to other load on a shared machine: time spent
+    # preempted does not count; right for the single-threaded local-sync device); "wall": real time.
+    clock: str = "cpu"
+    repetitions: int = 7
+    repetition_seconds: float = 0.03  # --benchmark_min_time of each repetition
+    batch_seconds: float = 0.005  # dispatches per command buffer: about this long
+    timeout_factor: float = 20.0  # a candidate may take this many times the default's run
+    min_timeout_seconds: float = 30.0
+    compile_timeout_seconds: float = 300.0
+    jobs: int = field(default_factory=machine_cores)
+
+    @classmethod
+    def from_table(cls, table: dict, where: str) -> "MeasureOptions":
+        options = cls()
+        for key, value in table.items():
+            if not hasattr(options, key):
+                raise TracelinkError(f"{where}: unknown key '{key}' in [measure] (expected one of: {', '.join(vars(options))})")
+            expected = type(getattr(options, key))
+            if expected is float and isinstance(value, int):
+                value = float(value)
+            if not isinstance(value, expected) or (expected in (int, float) and value <= 0):
+                raise TracelinkError(f"{where}: [measure] {key} must be a positive {expected.__name__}, got {value!r}")
+            setattr(options, key, value)
+        if options.clock not in ("cpu", "wall"):
+            raise TracelinkError(f"{where}: [measure] clock must be \"cpu\" or \"wall\", got {options.clock!r}")
+        return options
+
+
+@dataclass
+class Timing:
+    """Per-dispatch times (seconds) of each benchmark repetition."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Distribution-free confidence interval of the median (order statistics; min..max if n < 6)."""
+        ordered = sorted(self.samples)
+        n = len(ordered)
+        # The largest rank r with P(Binomial(n, 1/2) < r) <= (1 - level) / 2: [x_(r), x_(n+1-r)] covers the median.
+        rank, tail = 0, 0.0
+        while rank < n and tail + math.comb(n, rank) / 2**n <= (1 - level) / 2:
+            tail += math.comb(n, rank) / 2**n
+            rank += 1
+        if rank < 1:
+            return ordered[0], ordered[-1]
+        return ordered[rank - 1], ordered[n - rank]
+
+
+@dataclass
+class Trial:
+    """One measured configuration of one dispatch."""
+
+    dispatch: str
+    trial: int
+    tuner: str
+    knobs: dict[str, int]
+    configuration: str
+    verification: str  # ok, mismatch, compile_error, run_error, timeout
+    error: str = ""
+    timing: Timing | None = None
+    gflops: float = 0.0
+    compile_seconds: float = float("nan")
+    vmfb: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verification == OK and self.timing is not None
+
+    @property
+    def runtime_ms(self) -> float:
+        return self.timing.median * 1e3 if self.timing else float("nan")
+
+    def row(self) -> dict:
+        low, high = self.timing.ci() if self.timing else (float("nan"), float("nan"))
+        return {
+            "dispatch": self.dispatch,
+            "trial": self.trial,
+            "tuner": self.tuner,
+            "configuration": self.configuration,
+            "knobs": json.dumps(self.knobs, sort_keys=True),
+            "runtime_ms": self.runtime_ms,
+            "ci_low_ms": low * 1e3,
+            "ci_high_ms": high * 1e3,
+            "gflops": self.gflops,
+            "verification": self.verification,
+            "error": self.error,
+            "compile_s": self.compile_seconds,
+            "samples_ms": json.dumps([round(s * 1e3, 6) for s in self.timing.samples]) if self.timing else "",
+        }
+
+
+def first_error(output: str) -> str:
+    """The first ``error:`` line a tool printed (else its last line), trimmed."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line.lower()]
+    text = (errors or lines[-1:] or ["no output"])[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def candidate_id(configuration: str, benchmark_digest: str = "") -> str:
+    """File name of a candidate: a hash of its config and of the benchmark dump it derives from."""
+    return hashlib.sha1((benchmark_digest + configuration).encode()).hexdigest()[:12]
+
+
+def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: float) -> tuple[str, float]:
+    """Worker: write a candidate and compile it. Returns (error or "", seconds)."""
+    started = time.perf_counter()
+    try:
+        materialize(Path(benchmark), fields, Path(source))
+    except TracelinkError as error:
+        return f"candidate generation failed: {error}", time.perf_counter() - started
+    command = [tool_path("iree-compile"), source, "-o", vmfb]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"iree-compile timed out after {timeout:g} s", time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        Path(source).with_suffix(".log").write_text(" ".join(command) + "\n\n" + done.stderr)
+        return f"iree-compile failed: {first_error(done.stderr)}", seconds
+    return "", seconds
+
+
+def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, device: str, timeout: float) -> list[np.ndarray]:
+    """Run ``tracelink_verify`` once; returns the written bindings. Raises RuntimeError / TimeoutError."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"output{i}.npy" for i in range(outputs)]
+    command = [
+        tool_path("iree-run-module"),
+        f"--module={vmfb}",
+        f"--device={device}",
+        f"--function={harness.VERIFY_FUNCTION}",
+        *(f"--input=@{path}" for path in inputs),
+        *(f"--output=@{path}" for path in paths),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise TimeoutError(f"verification run exceeded {timeout:.3g} s") from error
+    if done.returncode != 0:
+        raise RuntimeError(f"iree-run-module exit {done.returncode}: {first_error(done.stderr)}")
+    return [np.load(path) for path in paths]
+
+
+def run_benchmark(
+    vmfb: Path, function: str, options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
+) -> Timing:
+    """Time the benchmark function; per-dispatch seconds of each repetition."""
+    command = [
+        tool_path("iree-benchmark-module"),
+        f"--module={vmfb}",
+        f"--device={options.device}",
+        f"--function={function}",
+        f"--batch_size={batch_size}",
+        f"--benchmark_repetitions={repetitions or options.repetitions}",
+        f"--benchmark_min_time={options.repetition_seconds}s",
+        "--benchmark_format=json",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise TimeoutError(f"benchmark exceeded {timeout:.3g} s") from error
+    if done.returncode != 0:
+        raise RuntimeError(f"iree-benchmark-module exit {done.returncode}: {first_error(done.stderr)}")
+    start = done.stdout.find("{")
+    report = json.loads(done.stdout[start:]) if start >= 0 else {}
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    column = "cpu_time" if options.clock == "cpu" else "real_time"
+    samples = [
+        row[column] * scale[row.get("time_unit", "ns")]
+        for row in report.get("benchmarks", [])
+        if row.get("run_type") == "iteration"
+    ]
+    if not samples:
+        raise RuntimeError("iree-benchmark-module reported no repetitions")
+    return Timing(samples)
+
+
+class Measurer:
+    """Measures configurations of one dispatch against its default config."""
+
+    def __init__(self, dispatch: Dispatch, workdir: Path, options: MeasureOptions, pool: ProcessPoolExecutor,
+                 console: Console | None = None):
+        self.dispatch = dispatch
+        self.workdir = Path(workdir)
+        self.options = options
+        self.pool = pool
+        self.console = console or Console(stderr=True)
+        self.candidates = self.workdir / "candidates"
+        self.digest = hashlib.sha1(Path(dispatch.benchmark).read_bytes()).hexdigest()
+        self.inputs = harness.write_inputs(dispatch, self.workdir / "inputs")
+        self.reference: list[np.ndarray] = []
+        self.reduction = math.prod(loop.size for loop in dispatch.loops if loop.kind == "reduction")
+        self.batch_size = 1
+        self.timeout = options.min_timeout_seconds
+        self.default: Trial | None = None
+
+    # -- building -------------------------------------------------------------------------------
+    def paths(self, configuration: str) -> tuple[Path, Path]:
+        name = candidate_id(configuration, self.digest)
+        return self.candidates / f"{name}.mlir", self.candidates / f"{name}.vmfb"
+
+    def build_all(self, jobs: list[tuple[str, dict | None]], progress: Progress | None = None) -> dict[str, tuple[str, float]]:
+        """Compile (configuration, fields) pairs in the pool; configuration -> (error, seconds)."""
+        self.candidates.mkdir(parents=True, exist_ok=True)
+        futures: dict[Future, str] = {}
+        results: dict[str, tuple[str, float]] = {}
+        for configuration, fields in jobs:
+            source, vmfb = self.paths(configuration)
+            if vmfb.exists():
+                results[configuration] = ("", 0.0)
+                continue
+            future = self.pool.submit(build, str(self.dispatch.benchmark), fields, str(source), str(vmfb),
+                                      self.options.compile_timeout_seconds)
+            futures[future] = configuration
+        task = progress.add_task(f"compile {self.dispatch.export}", total=len(futures)) if progress and futures else None
+        try:
+            for future in list(futures):
+                results[futures[future]] = future.result()
+                if task is not None:
+                    progress.advance(task)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        finally:
+            if task is not None:
+                progress.remove_task(task)
+        return results
+
+    # -- the default ----------------------------------------------------------------------------
+    def measure_default(self, progress: Progress | None = None) -> Trial:
+        """Build and time the default config, save its outputs as the reference, calibrate."""
+        configuration = self.dispatch.default_config_text
+        error, seconds = self.build_all([(configuration, None)], progress)[configuration]
+        if error:
+            raise TracelinkError(f"{self.dispatch.benchmark}: the default config does not build: {error}")
+        _, vmfb = self.paths(configuration)
+        started = time.perf_counter()
+        try:
+            self.reference = run_verify(vmfb, self.inputs, harness.output_count(self.dispatch),
+                                        self.workdir / "reference", self.options.device, 600.0)
+            probe = run_benchmark(vmfb, self.dispatch.bench_function, self.options, 1, 600.0, repetitions=1)
+        except (RuntimeError, TimeoutError) as error:
+            raise TracelinkError(f"{self.dispatch.benchmark}: the default config does not run: {error}") from error
+        self.batch_size = max(1, min(1000, round(self.options.batch_seconds / max(probe.median, 1e-9))))
+        started = time.perf_counter()
+        timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size, 600.0)
+        wall = time.perf_counter() - started
+        self.timeout = self.options.min_timeout_seconds + self.options.timeout_factor * wall
+        self.default = self._trial(0, "default", {}, configuration, OK, "", timing, seconds, vmfb)
+        return self.default
+
+    # -- candidates -----------------------------------------------------------------------------
+    def measure(self, entries: list[tuple[int, str, dict[str, int], dict]], progress: Progress | None = None) -> list[Trial]:
+        """Build, verify and time (trial number, tuner, knobs, config fields) entries, in order."""
+        jobs = [(config_text(fields), fields) for _, _, _, fields in entries]
+        built = self.build_all(jobs, progress)
+        task = progress.add_task(f"measure {self.dispatch.export}", total=len(entries)) if progress else None
+        trials = []
+        try:
+            for (number, tuner, knobs, fields), (configuration, _) in zip(entries, jobs):
+                error, seconds = built[configuration]
+                trials.append(self._check(number, tuner, knobs, configuration, error, seconds))
+                if task is not None:
+                    progress.advance(task)
+        finally:
+            if task is not None:
+                progress.remove_task(task)
+        return trials
+
+    def _check(self, number: int, tuner: str, knobs: dict, configuration: str, build_error: str, seconds: float) -> Trial:
+        _, vmfb = self.paths(configuration)
+        if build_error:
+            return self._trial(number, tuner, knobs, configuration, "compile_error", build_error, None, seconds, None)
+        return self.verify_and_time(vmfb, number, tuner, knobs, configuration, seconds)
+
+    def verify_and_time(self, vmfb: Path, number: int, tuner: str, knobs: dict, configuration: str,
+                        seconds: float = float("nan")) -> Trial:
+        """Verify a compiled candidate against the default's outputs and, when it matches, time it."""
+        try:
+            outputs = run_verify(vmfb, self.inputs, len(self.reference), vmfb.parent / (vmfb.stem + "_out"),
+                                 self.options.device, self.timeout)
+        except TimeoutError as error:
+            return self._trial(number, tuner, knobs, configuration, "timeout", str(error), None, seconds, vmfb)
+        except RuntimeError as error:
+            return self._trial(number, tuner, knobs, configuration, "run_error", str(error), None, seconds, vmfb)
+        mismatch = harness.compare(outputs, self.reference, self.reduction)
+        if mismatch:
+            return self._trial(number, tuner, knobs, configuration, "mismatch", mismatch, None, seconds, vmfb)
+        try:
+            timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size, self.timeout)
+        except TimeoutError as error:
+            return self._trial(number, tuner, knobs, configuration, "timeout", str(error), None, seconds, vmfb)
+        except RuntimeError as error:
+            return self._trial(number, tuner, knobs, configuration, "run_error", str(error), None, seconds, vmfb)
+        return self._trial(number, tuner, knobs, configuration, OK, "", timing, seconds, vmfb)
+
+    def _trial(self, number, tuner, knobs, configuration, verification, error, timing, seconds, vmfb) -> Trial:
+        gflops = self.dispatch.flops / timing.median / 1e9 if timing else 0.0
+        return Trial(self.dispatch.export, number, tuner, knobs, configuration, verification, error, timing, gflops,
+                     seconds, vmfb)
+
+    def retime(self, vmfbs: list[Path], rounds: int, repetitions: int = 3) -> list[Timing]:
+        """Time several compiled candidates again in interleaved rounds: round r of each is one sample
+        (the median of ``repetitions``), so samples of the same round saw the same machine load."""
+        per_round: list[list[float]] = [[] for _ in vmfbs]
+        for _ in range(rounds):
+            for i, vmfb in enumerate(vmfbs):
+                timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size,
+                                       self.timeout, repetitions=repetitions)
+                per_round[i].append(timing.median)
+        return [Timing(samples) for samples in per_round]
+
+
+def make_pool(jobs: int) -> ProcessPoolExecutor:
+    """The compile pool (spawned workers: the MLIR bindings and XGBoost do not survive fork well)."""
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def paired_speedup(base: Timing, other: Timing, level: float = 0.95) -> tuple[float, float, float]:
+    """Speedup of ``other`` over ``base`` from round-paired samples (``Measurer.retime``): the median
+    of the per-round ratios base/other with its distribution-free confidence interval."""
+    ratios = Timing([b / o for b, o in zip(base.samples, other.samples)])
+    low, high = ratios.ci(level)
+    return ratios.median, low, high

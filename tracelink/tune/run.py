@@ -1,0 +1,277 @@
+"""`tracelink tune`, end to end: pick the hot tunable dispatches of a profile, search each one's tile
+configs, confirm the winners against the default, and write one tuning spec.
+
+Every trial is appended to ``<profile>/tune/trials.csv`` as soon as it is measured, so an interrupted
+run keeps its trials and ``resume=True`` continues from them. ``summary.csv`` holds one row per tuned
+dispatch; the spec goes to ``<profile>/tune/spec.mlir`` unless another path is given.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from tracelink import TracelinkError
+from tracelink.tune.config import TuneConfig
+from tracelink.tune.dispatch import Dispatch, check_source_form, load_dispatch
+from tracelink.tune.measure import Measurer, Trial, make_pool, paired_speedup, progress_bar
+from tracelink.tune.space import TileSpace
+from tracelink.tune.spec import Choice, check_applied, write_spec
+from tracelink.tune.tuners import make_tuner, search
+
+TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
+
+
+@dataclass
+class Target:
+    """A dispatch function of the profile and whether it can be tuned."""
+
+    export: str
+    share: float
+    dispatch: Dispatch | None = None
+    reason: str = ""
+
+
+@dataclass
+class Outcome:
+    """What tuning one dispatch found."""
+
+    export: str
+    share: float
+    space_size: int = 0
+    trials: int = 0
+    failed: int = 0
+    default_ms: float = math.nan
+    best_ms: float = math.nan
+    speedup: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    configuration: str = ""
+    selected: bool = False
+    note: str = ""
+    fields: dict = field(default_factory=dict, repr=False)
+    dispatch: Dispatch | None = field(default=None, repr=False)
+
+    def row(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k not in ("fields", "dispatch")}
+
+
+def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str | None) -> tuple[list[Target], list[Target]]:
+    """(targets to tune, hot dispatches skipped with the reason), hottest first."""
+    needed = {"export", "benchmark_file", "share"}
+    if not needed <= set(exports.columns):
+        raise TracelinkError(f"{artifacts.parent}/exports.csv: missing column(s) {', '.join(sorted(needed - set(exports.columns)))}")
+    ranked = exports.sort_values("share", ascending=False)
+    if name is not None:
+        ranked = ranked[ranked["export"] == name]
+        if ranked.empty:
+            raise TracelinkError(f"{artifacts.parent}/exports.csv: no dispatch named '{name}' "
+                                 f"(dispatches: {', '.join(exports['export'].astype(str))})")
+    chosen: list[Target] = []
+    skipped: list[Target] = []
+    for row in ranked.itertuples():
+        if len(chosen) >= top:
+            break
+        target = Target(str(row.export), float(row.share))
+        try:
+            if not isinstance(row.benchmark_file, str) or not row.benchmark_file:
+                raise TracelinkError(f"{row.export}: no benchmark dump recorded")
+            target.dispatch = load_dispatch(artifacts / row.benchmark_file)
+            source = getattr(row, "source_file", None)
+            if isinstance(source, str) and source:
+                check_source_form(target.dispatch, artifacts / source)
+            chosen.append(target)
+        except TracelinkError as error:
+            target.reason = str(error)
+            skipped.append(target)
+    if not chosen:
+        reasons = "; ".join(f"{t.export}: {t.reason}" for t in skipped) or "the profile has no dispatches"
+        raise TracelinkError(f"{artifacts.parent}: no tunable dispatch ({reasons})")
+    return chosen, skipped
+
+
+class TrialLog:
+    """trials.csv: one row per measured configuration, appended and flushed as trials finish."""
+
+    def __init__(self, path: Path, resume: bool):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.previous = pd.read_csv(path, keep_default_na=False, na_values=[""]) if resume and path.exists() else None
+        if not resume or not path.exists():
+            with path.open("w", newline="") as out:
+                csv.DictWriter(out, TRIAL_COLUMNS).writeheader()
+
+    def append(self, trials: list[Trial]) -> None:
+        with self.path.open("a", newline="") as out:
+            writer = csv.DictWriter(out, TRIAL_COLUMNS)
+            for trial in trials:
+                writer.writerow(trial.row())
+
+    def earlier(self, export: str) -> pd.DataFrame:
+        if self.previous is None or self.previous.empty:
+            return pd.DataFrame(columns=TRIAL_COLUMNS)
+        return self.previous[self.previous["dispatch"] == export]
+
+
+def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
+    """Feed earlier trials of this dispatch to the tuner; returns the last trial number used."""
+    last = 0
+    names = [knob.name for knob in space.knobs]
+    for row in rows.itertuples():
+        last = max(last, int(row.trial))
+        if row.tuner == "default":
+            continue
+        knobs = json.loads(row.knobs)
+        index = space.index.get(tuple(knobs.get(name) for name in names))
+        if index is not None:
+            tuner.update([index], [float(row.gflops) if row.verification == "ok" else 0.0])
+    return last
+
+
+def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console) -> Outcome:
+    dispatch = target.dispatch
+    outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
+    space = TileSpace(dispatch, config.space)
+    outcome.space_size = len(space)
+    console.print(f"[bold]{dispatch.export}[/] ({target.share:.1%} of dispatch time): {space.describe()}")
+    measurer = Measurer(dispatch, workdir / dispatch.export, config.measure, pool, console)
+    default = measurer.measure_default(progress)
+    outcome.default_ms = default.runtime_ms
+    earlier = log.earlier(dispatch.export)
+    if not (earlier["tuner"] == "default").any():
+        log.append([default])
+    search_options = config.search
+    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=search_options.n_trial,
+                       plan_size=search_options.batch_size)
+    counter = [_resume(tuner, space, earlier)]
+    trials: list[Trial] = []
+
+    def measure(indices: list[int]) -> list[float]:
+        entries = []
+        for index in indices:
+            counter[0] += 1
+            entries.append((counter[0], tuner.name, space.knob_values(index), space.config(index)))
+        done = measurer.measure(entries, progress)
+        log.append(done)
+        trials.extend(done)
+        return [trial.gflops if trial.ok else 0.0 for trial in done]
+
+    result = search(tuner, measure, search_options.n_trial, search_options.batch_size,
+                    search_options.early_stopping or None)
+    outcome.trials = result.trials
+    outcome.failed = sum(1 for y in tuner.ys if y <= 0)
+    good = sorted((t for t in trials if t.ok), key=lambda t: t.timing.median)
+    good += _earlier_good(earlier, measurer, {t.configuration for t in good})
+    good.sort(key=lambda t: t.timing.median)
+    if not good:
+        failures = {t.verification for t in trials}
+        outcome.note = f"every candidate failed ({', '.join(sorted(failures)) or 'none measured'}; see trials.csv)"
+        return outcome
+    _confirm(outcome, measurer, default, good[: config.select.confirm_top], config)
+    if result.stopped_early:
+        outcome.note = (outcome.note + "; " if outcome.note else "") + f"stopped early after {result.trials} trials"
+    return outcome
+
+
+def _earlier_good(earlier: pd.DataFrame, measurer: Measurer, seen: set[str]) -> list[Trial]:
+    """Verified trials of an earlier (resumed) session whose compiled candidate is still on disk."""
+    from tracelink.tune.measure import Timing
+
+    found = []
+    for row in earlier.itertuples():
+        if row.tuner == "default" or row.verification != "ok" or row.configuration in seen:
+            continue
+        _, vmfb = measurer.paths(row.configuration)
+        if vmfb.exists() and isinstance(row.samples_ms, str) and row.samples_ms:
+            samples = [s / 1e3 for s in json.loads(row.samples_ms)]
+            found.append(Trial(row.dispatch, int(row.trial), row.tuner, json.loads(row.knobs), row.configuration, "ok",
+                               timing=Timing(samples), gflops=float(row.gflops), vmfb=vmfb))
+    return found
+
+
+def _confirm(outcome: Outcome, measurer: Measurer, default: Trial, best: list[Trial], config: TuneConfig) -> None:
+    """Re-time the default and the best candidates interleaved; keep the best significant gain."""
+    timings = measurer.retime([default.vmfb] + [t.vmfb for t in best], config.select.confirm_rounds)
+    base = timings[0]
+    outcome.default_ms = base.median * 1e3
+    ranked = []
+    for trial, timing in zip(best, timings[1:]):
+        speedup, low, high = paired_speedup(base, timing, level=config.select.confidence)
+        ranked.append((speedup, low, high, trial, timing))
+    speedup, low, high, trial, timing = max(ranked, key=lambda r: r[0])
+    outcome.best_ms, outcome.speedup, outcome.ci_low, outcome.ci_high = timing.median * 1e3, speedup, low, high
+    outcome.configuration = trial.configuration
+    outcome.fields = measurer_fields(trial)
+    outcome.selected = low > 1.0 and speedup >= config.select.min_speedup
+    if not outcome.selected:
+        outcome.note = (f"best config is not significantly faster than the default "
+                        f"({speedup:.2f}x, {config.select.confidence:.0%} CI {low:.2f}-{high:.2f})")
+
+
+def measurer_fields(trial: Trial) -> dict[str, list[int]]:
+    """The lowering-config fields of a trial, read back from its configuration text."""
+    from iree.compiler import ir
+
+    from tracelink.tune.dispatch import config_fields
+
+    return config_fields(ir.Attribute.parse(trial.configuration, ir.Context()))
+
+
+def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, manifest: dict, config: TuneConfig,
+                 dispatch_name: str | None, resume: bool, spec_path: Path | None, console: Console) -> tuple[list[Outcome], Path | None]:
+    """Tune the profile's hottest tunable dispatches; returns the outcomes and the spec path (None: no gain)."""
+    targets, skipped = select_targets(exports, artifacts, config.select.top, dispatch_name)
+    for target in skipped:
+        console.print(f"[dim]skipped {target.export} ({target.share:.1%}): {target.reason}[/]")
+    workdir = Path(profile_dir) / "tune"
+    used = set()
+    for target in targets:
+        used |= set(TileSpace.knob_names_of(target.dispatch))
+    unused = sorted(set(config.space.values) - used)
+    if unused:
+        raise TracelinkError(f"{config.source}: [space] key(s) {', '.join(unused)} match no loop of the tuned dispatches")
+    log = TrialLog(workdir / "trials.csv", resume)
+    outcomes: list[Outcome] = []
+    pool = make_pool(config.measure.jobs)
+    try:
+        with progress_bar(console) as progress:
+            for target in targets:
+                try:
+                    outcomes.append(tune_dispatch(target, config, workdir, log, pool, progress, console))
+                except TracelinkError as error:
+                    outcomes.append(Outcome(target.export, target.share, note=str(error)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+    if not any(o.configuration for o in outcomes):
+        notes = "; ".join(o.note if o.note.startswith(o.export) else f"{o.export}: {o.note}" for o in outcomes)
+        if any(o.trials for o in outcomes):
+            raise TracelinkError(f"{workdir / 'trials.csv'}: every candidate failed ({notes})")
+        raise TracelinkError(notes)
+    choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
+    if not choices:
+        return outcomes, None
+    spec_path = Path(spec_path) if spec_path else workdir / "spec.mlir"
+    write_spec(choices, spec_path)
+    if config.select.check_spec and manifest.get("input"):
+        missed = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
+                               choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
+        for choice in missed:
+            for outcome in outcomes:
+                if outcome.dispatch is choice.dispatch:
+                    outcome.selected = False
+                    outcome.note = "the tuning spec did not apply to this dispatch when compiling the program"
+        kept = [c for c in choices if c not in missed]
+        if not kept:
+            spec_path.unlink()
+            return outcomes, None
+        if missed:
+            write_spec(kept, spec_path)
+        pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+    return outcomes, spec_path

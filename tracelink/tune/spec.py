@@ -1,0 +1,168 @@
+"""Emit one transform-dialect tuning spec for every tuned dispatch (``--iree-codegen-tuning-spec-path``).
+
+For each chosen config the spec has a matcher that recognises the root op by what it computes —
+contraction or convolution, element types, indexing maps and loop sizes — and yields a
+``#iree_codegen.compilation_info`` (the tuned lowering config with the dispatch's pipeline); the
+entry point ``@__kernel_config`` applies every matcher with one ``transform.foreach_match``. Because
+matching is by computation, every dispatch of the program with the same root op gets the config.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink import TracelinkError
+from tracelink.tools import tool_path
+from tracelink.tune.dispatch import Dispatch, config_fields, config_text, is_root, walk
+
+# Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
+DUMP_FLAG_PREFIXES = (
+    "--dump-compilation-phases-to",
+    "--iree-hal-dump-executable-",
+    "--iree-codegen-tuning-spec-path",
+    "--mlir-print-debuginfo",
+    "--compile-to",
+    "-o",
+)
+
+PARAM = "!transform.param<i64>"
+CONTRACTION_GROUPS = ("b", "m", "n", "k")
+CONVOLUTION_GROUPS = ("batch", "img", "oc", "filter", "ic", "depth", "strides", "dilations")
+
+
+@dataclass
+class Choice:
+    """A tuned config for one dispatch, with its measured gain."""
+
+    dispatch: Dispatch
+    fields: dict[str, list[int]]
+    speedup: float = 1.0
+
+    @property
+    def compilation_info(self) -> str:
+        return (
+            f"#iree_codegen.compilation_info<lowering_config = {config_text(self.fields)}, "
+            f"translation_info = {self.dispatch.translation_info}>"
+        )
+
+
+def _symbol(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in text)
+
+
+def signature(dispatch: Dispatch) -> tuple:
+    """What a matcher tests: two dispatches with the same signature get the same config."""
+    return (dispatch.kind, tuple(dispatch.operand_types), tuple(dispatch.indexing_maps),
+            tuple((k, tuple(v)) for k, v in sorted(dispatch.match_dims.items())))
+
+
+def matcher(choice: Choice, name: str) -> str:
+    dispatch = choice.dispatch
+    types = dispatch.operand_types
+    maps = ", ".join(dispatch.indexing_maps)
+    if dispatch.kind == "contraction":
+        groups, op = CONTRACTION_GROUPS, "transform.iree.match.contraction"
+    elif dispatch.kind == "convolution":
+        groups, op = CONVOLUTION_GROUPS, "transform.iree.match.convolution"
+    else:
+        raise TracelinkError(f"{dispatch.export}: no tuning-spec matcher for a {dispatch.kind} root op")
+    results = ", ".join(f"%{group}" for group in groups)
+    lines = [
+        f"  transform.named_sequence @{name}(%op: !transform.any_op {{transform.readonly}}) "
+        "-> (!transform.any_op, !transform.any_param) {",
+        f"    {results} = {op} %op, lhs_type = {types[0]}, rhs_type = {types[1]}, output_type = {types[-1]}, "
+        f"indexing_maps = [{maps}] : !transform.any_op -> {PARAM}",
+    ]
+    for group in groups:
+        sizes = ", ".join(str(size) for size in dispatch.match_dims.get(group, []))
+        lines.append(f"    transform.iree.match.dims_equal %{group}, [{sizes}] : {PARAM}")
+    lines += [
+        f"    %config = transform.param.constant {choice.compilation_info} -> !transform.any_param",
+        "    transform.yield %op, %config : !transform.any_op, !transform.any_param",
+        "  }",
+    ]
+    return "\n".join(lines)
+
+
+def spec_text(choices: list[Choice]) -> str:
+    """The merged spec; of several choices for the same root op, the one with the largest gain is kept."""
+    if not choices:
+        raise TracelinkError("no tuned configuration to write into a tuning spec")
+    kept: dict[tuple, Choice] = {}
+    for choice in choices:
+        key = signature(choice.dispatch)
+        if key not in kept or choice.speedup > kept[key].speedup:
+            kept[key] = choice
+    names = [f"match_{_symbol(choice.dispatch.export)}" for choice in kept.values()]
+    body = [
+        "// Tuning spec written by `tracelink tune`: pass it to iree-compile with",
+        "// --iree-codegen-tuning-spec-path=<this file>, or to `tracelink profile --tuning-spec`.",
+        "module attributes {iree_codegen.tuning_spec_with_default_entrypoint, transform.with_named_sequence} {",
+        "  transform.named_sequence @apply_op_config(%op: !transform.any_op {transform.readonly}, "
+        "%config: !transform.any_param {transform.readonly}) {",
+        '    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param',
+        "    transform.yield",
+        "  }",
+    ]
+    for choice, name in zip(kept.values(), names):
+        body.append(f"  // {choice.dispatch.export}: {choice.speedup:.2f}x over the default config")
+        body.append(matcher(choice, name))
+    pairs = ", ".join(f"@{name} -> @apply_op_config" for name in names)
+    body += [
+        "  transform.named_sequence @__kernel_config(%root: !transform.any_op {transform.consumed}) "
+        "-> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {",
+        f"    %updated = transform.foreach_match in %root {pairs} : (!transform.any_op) -> !transform.any_op",
+        "    transform.yield %updated : !transform.any_op",
+        "  }",
+        "}",
+    ]
+    return "\n".join(body) + "\n"
+
+
+def write_spec(choices: list[Choice], path: Path) -> Path:
+    """Write the spec after checking that it parses and verifies."""
+    text = spec_text(choices)
+    try:
+        ir.Module.parse(text, ir.Context())
+    except ir.MLIRError as error:
+        raise TracelinkError(f"{path}: generated tuning spec is invalid: {str(error).splitlines()[0]}") from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[int]]]]:
+    """(indexing maps, lowering-config fields) of every configured root op in a compiled program."""
+    roots = []
+    for op in walk(module.operation):
+        if is_root(op) and "indexing_maps" in op.attributes:
+            maps = [str(item) for item in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            roots.append((maps, config_fields(op.attributes["lowering_config"])))
+    return roots
+
+
+def check_applied(program: Path, flags: list[str], spec: Path, choices: list[Choice], workdir: Path,
+                  timeout: float) -> list[Choice]:
+    """Compile ``program`` with the spec up to executable configuration; return the choices not applied.
+
+    A choice counts as applied when some root op with its indexing maps carries exactly its config.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    output = workdir / "configured.mlir"
+    kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
+    command = [tool_path("iree-compile"), str(program), *kept, f"--iree-codegen-tuning-spec-path={spec}",
+               "--compile-to=executable-configurations", "--mlir-elide-elementsattrs-if-larger=16", "-o", str(output)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise TracelinkError(f"{program}: compiling with the tuning spec {spec} took over {timeout:g} s") from error
+    (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)
+    if done.returncode != 0:
+        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        raise TracelinkError(f"{spec}: the program {program} does not compile with this tuning spec: {first}")
+    roots = configured_roots(ir.Module.parseFile(str(output), ir.Context()))
+    return [c for c in choices if (c.dispatch.indexing_maps, c.fields) not in roots]
