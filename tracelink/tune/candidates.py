@@ -14,7 +14,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink import TracelinkError
-from tracelink.tune.dispatch import config_text, describe, is_root, walk
+from tracelink.provenance.ir_utils import walk
+from tracelink.tune.dispatch import config_text, describe, is_root
 from tracelink.tune.harness import verify_function_text
 
 

@@ -49,6 +49,7 @@ def _positive(value: int | None, flag: str) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
     from rich.console import Console
 
     from tracelink.profile_dir import load_profile

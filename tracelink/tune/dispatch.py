@@ -15,6 +15,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from tracelink import TracelinkError
+from tracelink.provenance.ir_utils import walk
 
 # Lowering-config fields the tuner searches; any other field of the default is kept as it is.
 TUNED_FIELDS = ("distribution", "vector_common_parallel", "vector_reduction")
@@ -106,16 +107,6 @@ def element_bytes(element_type: str) -> int:
     if not digits or int(digits) % 8:
         raise TracelinkError(f"element type {element_type} is not byte-sized")
     return int(digits) // 8
-
-
-def walk(op: ir.Operation):
-    """Every operation nested in ``op``, in program order."""
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from walk(child)
 
 
 def config_fields(attribute: ir.Attribute) -> dict[str, list[int]]:

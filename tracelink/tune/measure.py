@@ -180,13 +180,19 @@ def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, de
         *(f"--input=@{path}" for path in inputs),
         *(f"--output=@{path}" for path in paths),
     ]
+    run_candidate_tool(command, timeout, "verification run")
+    return [np.load(path) for path in paths]
+
+
+def run_candidate_tool(command: list[str], timeout: float, what: str) -> subprocess.CompletedProcess:
+    """Run one tool on a candidate; a timeout or failure is the candidate's (recorded, not fatal)."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as error:
-        raise TimeoutError(f"verification run exceeded {timeout:.3g} s") from error
+        raise TimeoutError(f"{what} exceeded {timeout:.3g} s") from error
     if done.returncode != 0:
-        raise RuntimeError(f"iree-run-module exit {done.returncode}: {first_error(done.stderr)}")
-    return [np.load(path) for path in paths]
+        raise RuntimeError(f"{Path(command[0]).name} exit {done.returncode}: {first_error(done.stderr)}")
+    return done
 
 
 def run_benchmark(
@@ -203,12 +209,7 @@ def run_benchmark(
         f"--benchmark_min_time={options.repetition_seconds}s",
         "--benchmark_format=json",
     ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as error:
-        raise TimeoutError(f"benchmark exceeded {timeout:.3g} s") from error
-    if done.returncode != 0:
-        raise RuntimeError(f"iree-benchmark-module exit {done.returncode}: {first_error(done.stderr)}")
+    done = run_candidate_tool(command, timeout, "benchmark")
     start = done.stdout.find("{")
     report = json.loads(done.stdout[start:]) if start >= 0 else {}
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from iree.compiler import ir
 from rich.console import Console
 
 from tracelink import TracelinkError
 from tracelink.tune.config import TuneConfig
-from tracelink.tune.dispatch import Dispatch, check_source_form, load_dispatch
-from tracelink.tune.measure import Measurer, Trial, make_pool, paired_speedup, progress_bar
+from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
+from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_spec
 from tracelink.tune.tuners import make_tuner, search
@@ -181,8 +182,6 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
 
 def _earlier_good(earlier: pd.DataFrame, measurer: Measurer, seen: set[str]) -> list[Trial]:
     """Verified trials of an earlier (resumed) session whose compiled candidate is still on disk."""
-    from tracelink.tune.measure import Timing
-
     found = []
     for row in earlier.itertuples():
         if row.tuner == "default" or row.verification != "ok" or row.configuration in seen:
@@ -216,10 +215,6 @@ def _confirm(outcome: Outcome, measurer: Measurer, default: Trial, best: list[Tr
 
 def measurer_fields(trial: Trial) -> dict[str, list[int]]:
     """The lowering-config fields of a trial, read back from its configuration text."""
-    from iree.compiler import ir
-
-    from tracelink.tune.dispatch import config_fields
-
     return config_fields(ir.Attribute.parse(trial.configuration, ir.Context()))
 
 

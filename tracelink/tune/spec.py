@@ -17,7 +17,8 @@ from iree.compiler import ir
 
 from tracelink import TracelinkError
 from tracelink.tools import tool_path
-from tracelink.tune.dispatch import Dispatch, config_fields, config_text, is_root, walk
+from tracelink.provenance.ir_utils import walk
+from tracelink.tune.dispatch import Dispatch, config_fields, config_text, is_root
 
 # Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
 DUMP_FLAG_PREFIXES = (
