@@ -10,6 +10,7 @@ profile's own tables with pandas / numpy. Screenshots go to tests/_output/.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -271,6 +272,8 @@ def test_gains_per_line_from_a_real_diff(profiles, browser):  # noqa: F811
                 measured = diff[diff["label"].isin([model.ops[o]["label"] for o in ops_with_rows])]
                 assert float(badge.get("data-speedup")) == pytest.approx(measured["base_ns"].sum() / measured["tuned_ns"].sum(), rel=1e-5)
     assert checked >= 3
+    total = json.loads((tuned.directory / "diff.json").read_text())["end_to_end"]
+    assert f"{total['speedup']:.2f}× ({total['ci_low']:.2f}–{total['ci_high']:.2f})" in tree.get_element_by_id("gain-end-to-end").text_content()
     table = tree.get_element_by_id("gains-table")
     assert [tr.get("data-label") for tr in table.xpath("./tbody/tr")] == list(diff.loc[diff[["base_share", "tuned_share"]].max(axis=1) >= 0.001, "label"])[:15]
     # in the browser: selecting a line says its gain

@@ -11,6 +11,7 @@ No diff.csv: no gains view. An unreadable one: a note saying why, and no gains.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -60,6 +61,7 @@ class Gains:
     rows: pd.DataFrame  # diff.csv, plus "op": this profile's op node for the row ("" when none)
     lines: dict[str, Gain]  # report line key -> gain
     problem: str = ""  # why diff.csv could not be used
+    end_to_end: Gain | None = None  # all dispatches together, from diff.json beside diff.csv
 
 
 def finite(value) -> float | None:
@@ -103,7 +105,17 @@ def gain_data(model: ReportModel) -> Gains | None:
         if row.op:
             for key in model.ops[row.op]["lines"]:
                 per_line.setdefault(key, []).append(row)
-    return Gains(rows=frame, lines={key: line_gain(rows) for key, rows in per_line.items()})
+    return Gains(rows=frame, lines={key: line_gain(rows) for key, rows in per_line.items()}, end_to_end=read_end_to_end(model.profile.directory))
+
+
+def read_end_to_end(directory) -> Gain | None:
+    """The end-to-end gain ``tracelink diff`` writes to diff.json, when present and readable."""
+    path = directory / "diff.json"
+    try:
+        total = json.loads(path.read_text())["end_to_end"]
+        return Gain(finite(total["speedup"]), finite(total["ci_low"]), finite(total["ci_high"]), total["base_ns"], total["tuned_ns"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def match_op(model: ReportModel, by_label: dict[str, list[str]], row) -> str:
@@ -148,6 +160,11 @@ def gains_table(parent, model: ReportModel, gains: Gains) -> None:
         "From diff.csv (tracelink diff BASE TUNED): median time per iteration of each source op in the base and this (tuned) profile, "
         "speedup = base ÷ tuned with its 95% bootstrap CI. Green: faster for sure (CI above 1); red: slower (CI below 1)."
     ))
+    if gains.end_to_end is not None:
+        total = gains.end_to_end
+        el(parent, "p", class_=f"gain {total.verdict}", id="gain-end-to-end", text=(
+            f"End to end (all dispatch time per iteration): {ns(total.base_ns)} → {ns(total.tuned_ns)}, {total.text()}"
+        ))
     rows = gains.rows
     share_columns = [c for c in ("base_share", "tuned_share") if c in rows]
     shown = rows[rows[share_columns].fillna(0).max(axis=1) >= MIN_SHARE] if share_columns else rows

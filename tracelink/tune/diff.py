@@ -9,6 +9,7 @@ bootstrap percentile confidence interval (iterations of each profile resampled i
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tracelink import TracelinkError
+from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.profile_dir import Profile, load_profile
 
 COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share"]
@@ -138,6 +140,8 @@ def pooled_end_to_end(base_dirs: list[Path], tuned_dirs: list[Path], level: floa
 
 
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:
+    """Write the per-op rows as CSV and the end-to-end figure beside them (``diff.json``), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
+    write_atomic(path, lambda p: frame.to_csv(p, index=False))
+    write_text_atomic(path.with_suffix(".json"), json.dumps({"end_to_end": frame.attrs.get("end_to_end")}, indent=2))
     return path
