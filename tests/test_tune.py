@@ -243,9 +243,16 @@ def test_candidate_computing_something_else_is_rejected(work, tmp_path):
     assert measurer.verify_and_time(tmp_path / "right.vmfb", 2, "test", {}, "right").verification == "ok"
 
 
-def test_tune_writes_a_spec_that_applies_to_the_whole_program(work):
-    base, spec = work["base"], work["root"] / "spec.mlir"
-    done = run_cli("tune", str(base), "--trials", "6", "--tuner", "xgb", "--config", str(work["config"]), "-o", str(spec))
+@pytest.fixture(scope="module")
+def tuned(work):
+    """`tracelink tune` run once on the base profile: (spec path, the command's result)."""
+    spec = work["root"] / "spec.mlir"
+    done = run_cli("tune", str(work["base"]), "--trials", "6", "--tuner", "xgb", "--config", str(work["config"]), "-o", str(spec))
+    return spec, done
+
+
+def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
+    base, (spec, done) = work["base"], tuned
     assert done.returncode == 0, done.stderr
     assert "in the spec" in done.stdout and spec.is_file()
     rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
@@ -262,7 +269,6 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work):
                     f"--iree-codegen-tuning-spec-path={spec}", f"--iree-hal-dump-executable-configurations-to={dump}"],
                    check=True, capture_output=True)
     assert configured_roots(dump) == [chosen]
-    work["spec"] = spec
 
     # --resume continues numbering and keeps the earlier trials
     done = run_cli("tune", str(base), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
@@ -271,11 +277,11 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work):
     assert [int(r["trial"]) for r in rows] == list(range(9))
 
 
-def test_diff_after_tuning_shows_the_gain_on_the_source_line(work):
-    if "spec" not in work:
-        pytest.skip("needs the spec of the tune test")
+def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned):
+    spec, done = tuned
+    assert done.returncode == 0, done.stderr
     tuned = work["root"] / "tuned"
-    run_profile(work["program"], tuned, repetitions=30, compile=CompileOptions(tuning_spec=work["spec"]))
+    run_profile(work["program"], tuned, repetitions=30, compile=CompileOptions(tuning_spec=spec))
     frame = diff_profiles(work["base"], tuned)
     fc = frame[frame["label"].str.startswith("fc @ net.py:3")].iloc[0]
     assert fc["file"] == "net.py" and fc["line"] == 3

@@ -41,31 +41,27 @@ def t_quantile_975(degrees_of_freedom: int) -> float:
     return z + (z**3 + z) / (4 * degrees_of_freedom) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * degrees_of_freedom**2)
 
 
-def describe(values: pd.Series, grand_total: float) -> dict[str, float]:
-    """The statistics of one series of nanosecond values."""
-    array = values.to_numpy(dtype=float)
-    count = len(array)
-    mean = float(array.mean()) if count else 0.0
-    half_width = float(t_quantile_975(count - 1) * array.std(ddof=1) / np.sqrt(count)) if count > 1 else 0.0
-    return {
-        "count": count,
-        "total_ns": float(array.sum()),
-        "mean_ns": mean,
-        "median_ns": float(np.median(array)) if count else 0.0,
-        "p10_ns": float(np.percentile(array, 10)) if count else 0.0,
-        "p90_ns": float(np.percentile(array, 90)) if count else 0.0,
-        "ci95_low_ns": mean - half_width,
-        "ci95_high_ns": mean + half_width,
-        "share": float(array.sum()) / grand_total if grand_total else 0.0,
-    }
-
-
 def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total: float) -> pd.DataFrame:
-    """:func:`describe` of ``value`` for every group of ``keys``."""
+    """The statistics (:data:`STAT_COLUMNS`) of ``value`` for every group of ``keys``, in first-seen order."""
     if frame.empty:
         return pd.DataFrame(columns=[*keys, *STAT_COLUMNS])
-    rows = [{**dict(zip(keys, key if isinstance(key, tuple) else (key,))), **describe(group[value], grand_total)} for key, group in frame.groupby(keys, sort=False)]
-    return pd.DataFrame(rows)
+    values = frame.assign(**{value: frame[value].astype(float)}).groupby(keys, sort=False)[value]
+    table = values.agg(["count", "sum", "mean", "median", "std"])
+    quantiles = values.quantile([0.1, 0.9]).unstack()  # linear interpolation, as numpy.percentile
+    t = table["count"].map(lambda n: t_quantile_975(n - 1) if n > 1 else 0.0)
+    half_width = (t * table["std"].fillna(0.0) / np.sqrt(table["count"])).fillna(0.0)
+    result = pd.DataFrame({
+        "count": table["count"],
+        "total_ns": table["sum"],
+        "mean_ns": table["mean"],
+        "median_ns": table["median"],
+        "p10_ns": quantiles[0.1],
+        "p90_ns": quantiles[0.9],
+        "ci95_low_ns": table["mean"] - half_width,
+        "ci95_high_ns": table["mean"] + half_width,
+        "share": table["sum"] / grand_total if grand_total else 0.0,
+    })
+    return result.reset_index()
 
 
 def attribution(graph: nx.DiGraph) -> pd.DataFrame:
@@ -84,19 +80,21 @@ def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     """Per call site: provenance (export, root op, source ops and lines) and statistics."""
     grand_total = float(events["duration_ns"].sum())
     timed = grouped_stats(events.dropna(subset=["call_site"]), ["call_site"], "duration_ns", grand_total)
-    shares = attribution(graph)
+    ops_of_site = dict(tuple(attribution(graph).groupby("call_site")))
+    no_ops = pd.DataFrame(columns=["call_site", "op", "role", "fraction"])
+    lines_of = {op: op_lines(graph, op) for op in nodes_of_kind(graph, "source_op")}
     rows = []
     for node in nodes_of_kind(graph, "call_site"):
         data = graph.nodes[node]
         export = graph.nodes.get(f"export:{data['export']}", {})
-        ops = shares[shares["call_site"] == data["index"]]
+        ops = ops_of_site.get(data["index"], no_ops)
         rows.append({
             "call_site": data["index"], "export": data["export"], "executable": export.get("executable", ""),
             "root_op": data["root_op"], "loc": data["loc"], "phase": data["phase"], "workgroups": data["workgroups"],
             "workgroup_count": data["workgroup_count"],
             "root_ops": ";".join(ops.loc[ops["role"] == "root", "op"]),
             "producer_ops": ";".join(ops.loc[ops["role"] == "producer", "op"]),
-            "source_lines": ";".join(sorted({line for op in ops["op"] for line in op_lines(graph, op)})),
+            "source_lines": ";".join(sorted({line for op in ops["op"] for line in lines_of[op]})),
         })
     table = pd.DataFrame(rows)
     if table.empty:
@@ -160,16 +158,17 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
     times = with_all_iterations(op_iteration_times(events, graph), ["op"], iterations)
     timed = grouped_stats(times, ["op"], "ns", grand_total)
-    shares = attribution(graph)
+    fed: dict[tuple[str, str], list[str]] = {}  # (op, role) -> call sites, in order
+    for share in attribution(graph).itertuples():
+        fed.setdefault((share.op, share.role), []).append(str(share.call_site))
     rows = []
     for node in nodes_of_kind(graph, "source_op"):
         data = graph.nodes[node]
-        fed = shares[shares["op"] == node]
         rows.append({
             "op": node, "label": data["label"], "name": data["name"], "file": data["file"], "line": data["line"], "col": data["col"],
             "op_names": data["op_names"], "in_input": data["in_input"], "compute": data["compute"],
-            "root_of": ";".join(str(i) for i in fed.loc[fed["role"] == "root", "call_site"]),
-            "producer_in": ";".join(str(i) for i in fed.loc[fed["role"] == "producer", "call_site"]),
+            "root_of": ";".join(fed.get((node, "root"), [])),
+            "producer_in": ";".join(fed.get((node, "producer"), [])),
             "lines": ";".join(op_lines(graph, node)),
         })
     table = pd.DataFrame(rows)
@@ -194,10 +193,11 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     table = grouped_stats(times, ["file", "line"], "ns", grand_total)
     if table.empty:
         return pd.DataFrame(columns=["file", "line", "ops", "call_site_ids", *STAT_COLUMNS])
-    shares = attribution(graph)
-    ops_of = lines.groupby(["file", "line"])["op"].agg(list)
-    table["ops"] = [";".join(ops_of.get((f, l), [])) for f, l in zip(table["file"], table["line"])]
-    table["call_site_ids"] = [";".join(str(i) for i in sorted(set(shares.loc[shares["op"].isin(ops.split(";")), "call_site"]))) for ops in table["ops"]]
+    ops_of = lines.groupby(["file", "line"])["op"].agg(";".join)
+    sites_of = lines.merge(attribution(graph), on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
+    keys = list(zip(table["file"], table["line"]))
+    table["ops"] = [ops_of.get(key, "") for key in keys]
+    table["call_site_ids"] = [sites_of.get(key, "") for key in keys]
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from tracelink import TracelinkError
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
-from tracelink.provenance.graph import read_graph, write_graph
+from tracelink.provenance.graph import read_graph
 
 TABLES = ("call_sites", "exports", "source_ops", "source_lines")
 OPTIONAL_FRAMES = ("workgroups", "zones")
@@ -44,7 +44,11 @@ class Profile:
 
 
 def write_profile(profile: Profile) -> None:
-    """Write the tables, events, graph and summary into the profile directory."""
+    """Write the tables, events and summary into the profile directory.
+
+    The provenance graph is not written here: the pipeline writes it as soon as it is built (so it
+    survives a failing run), and nothing after that changes it.
+    """
     directory = profile.directory
     write_atomic(directory / "events.parquet", lambda p: profile.events.to_parquet(p, index=False))
     for name in TABLES:
@@ -54,7 +58,6 @@ def write_profile(profile: Profile) -> None:
         frame: pd.DataFrame | None = getattr(profile, name)
         if frame is not None:
             write_atomic(directory / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
-    write_graph(profile.graph, directory / "provenance.graphml", directory / "provenance.json")
     write_text_atomic(directory / "profile.json", json.dumps(profile.summary, indent=2, default=str))
 
 

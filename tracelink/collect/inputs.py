@@ -14,7 +14,7 @@ import numpy as np
 from iree.compiler import ir
 
 from tracelink import TracelinkError
-from tracelink.provenance.ir_utils import new_context, parse_file, static_shape, walk
+from tracelink.provenance.ir_utils import new_context, parse_file, static_shape
 from tracelink.provenance.regions import code_blocks
 
 NUMPY_DTYPES = {
@@ -48,7 +48,7 @@ def read_signature(abi_phase: Path, function: str) -> list[InputSpec]:
     for name in (function + "$async", function):
         if name not in blocks:
             continue
-        for op in walk_imports(blocks[name]):
+        for op in function_imports(blocks[name]):
             source = op.operands[0]
             if isinstance(source, ir.BlockArgument) and source.arg_number not in specs:
                 tensor = op.results[0].type
@@ -58,8 +58,9 @@ def read_signature(abi_phase: Path, function: str) -> list[InputSpec]:
     return [specs[i] for i in sorted(specs)]
 
 
-def walk_imports(block: ir.Operation) -> list[ir.Operation]:
-    return [op for op in walk(block) if op.name == "hal.tensor.import"]
+def function_imports(function: ir.Operation) -> list[ir.Operation]:
+    """The ``hal.tensor.import`` ops of a function body (they sit at its top level, before the work)."""
+    return [op.operation for op in function.regions[0].blocks[0].operations if op.operation.name == "hal.tensor.import"]
 
 
 def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> list[str]:

@@ -11,6 +11,7 @@ function with a trial budget and early stopping.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from tracelink.tune.model import CostModel
 from tracelink.tune.space import TileSpace
 
 
-class Tuner:
+class Tuner(ABC):
     """Proposes unvisited points; subclasses decide the order."""
 
     name = "base"
@@ -51,8 +52,9 @@ class Tuner:
             self.xs.append(index)
             self.ys.append(max(0.0, float(throughput)))
 
+    @abstractmethod
     def _next(self) -> int:
-        raise NotImplementedError
+        """The next unvisited point to try."""
 
     def _random_unvisited(self) -> int:
         while True:
