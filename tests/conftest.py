@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tracelink.pipeline import ProfileOptions, profile
+from tracelink.options import ProfileOptions
+from tracelink.pipeline import profile
 from tracelink.profile_dir import Profile
 
 REPO = Path(__file__).resolve().parent.parent

@@ -93,6 +93,7 @@ def test_threads_zones_and_other_sections(capture: TracyCapture) -> None:
 
 
 def test_dispatch_zones(capture: TracyCapture) -> None:
+    zones = dispatch_zones(capture, [DISPATCH])
     assert len(zones) == 40
     assert zones["duration_ns"].sum() == 31_515_460
     # The dispatch name is the zone's own name; its location is the runtime's tile loop.

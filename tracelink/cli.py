@@ -1,7 +1,7 @@
 """The `tracelink` command line: one subcommand per user-facing stage.
 
-Each module in COMMAND_MODULES defines ``register(subparsers)``, which adds its subparser and
-sets ``handler`` (a function of the parsed arguments returning the exit code).
+Each module in COMMANDS defines ``register(subparsers)``, which adds its subparser(s) and sets
+``handler`` (a function of the parsed arguments returning the exit code).
 """
 
 from __future__ import annotations
@@ -14,29 +14,38 @@ from rich.console import Console
 
 from tracelink import TracelinkError, __version__
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "tracelink.pipeline",
-    "tracelink.report.command",
-    "tracelink.collect.hook_command",
-    "tracelink.collect.tracy.command",
-    "tracelink.tune.command",
-)
+# command -> (module defining ``register``, one line for the command list). Only the module of the
+# command being run is imported, so each command starts without loading the others' dependencies.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "profile": ("tracelink.profile_command", "compile, run and profile a program; map time to source lines"),
+    "report": ("tracelink.report.command", "rebuild the HTML report and trace.json of a profile directory"),
+    "ingest": ("tracelink.collect.tracy.command", "fold a Tracy capture into a profile directory, or decode it"),
+    "hook": ("tracelink.collect.hook_command", "run a command under the perf hook and print its statistics"),
+    "tune": ("tracelink.tune.command", "search tile configs of the hottest dispatches; write a tuning spec"),
+    "diff": ("tracelink.tune.command", "compare two profiles source op by source op"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser, with the full arguments of ``command`` and a one-line entry for every other command."""
     parser = argparse.ArgumentParser(
         prog="tracelink",
         description="Traceability-first profiler for IREE: which line of your program is this dispatch?",
     )
     parser.add_argument("--version", action="version", version=f"tracelink {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    if command in COMMANDS:
+        importlib.import_module(COMMANDS[command][0]).register(subparsers)
+    for name, (_, summary) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.handler(args))
     except TracelinkError as error:

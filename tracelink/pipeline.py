@@ -1,15 +1,14 @@
-"""`tracelink profile`: compile → provenance → collect → aggregate, written to one directory.
+"""`tracelink profile`: compile → provenance → collect → aggregate → report, into one directory.
 
-Each stage writes what it produced before the next starts, so a failure later (a crashing program,
-a timeout) leaves the compiled artifacts and the provenance graph on disk.
+The compiler runs while the input program is parsed, and the program runs while the provenance graph
+is built. Every output is written as soon as it exists, so a later failure (a crashing or hanging
+program, bad inputs) leaves the compiled artifacts, and the graph when it was built, on disk.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import networkx as nx
@@ -19,30 +18,16 @@ from rich.table import Table
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
-from tracelink.collect.collectors import COLLECTORS, RunRequest, start_collection
+from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
-from tracelink.compile import CompileOptions, PendingCompile, compile_manifest_entries, write_manifest
+from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
+from tracelink.options import ProfileOptions, start_compile, with_collector_requirements
 from tracelink.profile_dir import Profile, write_profile
-from tracelink.report import build_report, write_trace
-from tracelink.report.fmt import ns, pct
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
-
-@dataclass
-class ProfileOptions:
-    """What to run and how: everything `tracelink profile` takes besides the program and directory."""
-
-    function: str | None = None
-    inputs: list[str] = field(default_factory=list)
-    parameters: list[str] = field(default_factory=list)
-    repetitions: int = 10
-    warmup: int = 1
-    seed: int = 0
-    timeout_s: float = 600.0
-    collector: str = "hal"
-    hook_events: list[str] = field(default_factory=list)  # perf_event counters for the hook collector
-    compile: CompileOptions = field(default_factory=CompileOptions)
+from tracelink.report import build_report, write_trace
+from tracelink.report.fmt import ns, pct
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -56,8 +41,13 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
     return public[0]
 
 
-def profile(program: Path, out: Path, options: ProfileOptions, console: Console | None = None) -> Profile:
-    """Profile ``program`` into directory ``out`` and return the result (also written to ``out``)."""
+def profile(
+    program: Path, out: Path, options: ProfileOptions, console: Console | None = None, pending: PendingCompile | None = None,
+) -> Profile:
+    """Profile ``program`` into directory ``out`` and return the result (also written to ``out``).
+
+    ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
+    """
     console = console or Console(stderr=True)
     program = Path(program).resolve()
     out = Path(out)
@@ -69,11 +59,10 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
     def stage(name: str, started: float) -> None:
         timings[name] = round(time.perf_counter() - started, 4)
 
-    if options.collector == "hook":  # the hook only sees executables loaded as system libraries
-        options = replace(options, compile=replace(options.compile, link_embedded=False))
+    options = with_collector_requirements(options)
     # The compiler and then the program run in the background while tracelink parses and builds.
     started = time.perf_counter()
-    pending = PendingCompile(program, artifacts, options.compile)
+    pending = pending or start_compile(program, out, options)
     try:
         with console.status(f"compiling {program.name} with iree-compile"):
             # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
@@ -125,8 +114,10 @@ def profile(program: Path, out: Path, options: ProfileOptions, console: Console 
     }
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones)
     stage("aggregate", started)
-    write_manifest(artifacts, {"timings_s": timings})
+    started = time.perf_counter()
     publish_profile(result, console)
+    stage("write_and_report", started)
+    write_manifest(artifacts, {"timings_s": timings})
     return result
 
 
@@ -195,52 +186,3 @@ def short_path(path: str) -> str:
     if candidate.is_absolute() and candidate.is_relative_to(Path.cwd()):
         return str(candidate.relative_to(Path.cwd()))
     return path
-
-
-def options_from_args(args: argparse.Namespace) -> ProfileOptions:
-    return ProfileOptions(
-        function=args.function,
-        inputs=args.input,
-        parameters=args.parameters,
-        repetitions=args.repetitions,
-        warmup=args.warmup,
-        seed=args.seed,
-        timeout_s=args.timeout,
-        collector=args.collector,
-        hook_events=[e for e in args.events.split(",") if e] if args.events else [],
-        compile=CompileOptions(
-            target_cpu=args.target_cpu,
-            input_type=args.iree_input_type,
-            tuning_spec=args.tuning_spec,
-            extra_flags=args.compile_flag,
-            timeout_s=args.timeout,
-        ),
-    )
-
-
-def run_profile_command(args: argparse.Namespace) -> int:
-    console = Console()
-    result = profile(args.program, args.output, options_from_args(args), Console(stderr=True))
-    print_summary(result, console)
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("profile", help="compile, run and profile a program; map time to source lines")
-    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
-    parser.add_argument("--function", help="function to run (default: the only or first public one)")
-    parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
-    parser.add_argument("--parameters", action="append", default=[], help="parameter archive, e.g. model=weights.irpa")
-    parser.add_argument("--repetitions", type=int, default=10, help="measured calls of the function (default 10)")
-    parser.add_argument("--warmup", type=int, default=1, help="calls before measuring (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
-    parser.add_argument("--collector", choices=COLLECTORS, default="hal",
-                        help="hal: IREE's HAL profiler (default); tracy: a Tracy capture; hook: the perf hook (per workgroup)")
-    parser.add_argument("--events", help="perf_event counters for --collector hook, e.g. task-clock,page-faults")
-    parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu (default host)")
-    parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
-    parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")
-    parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds each tool may take (default 600)")
-    parser.set_defaults(handler=run_profile_command)

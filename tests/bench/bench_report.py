@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.test_report_browser import CHROMIUM, CHROMIUM_ARGS, FIRST_RENDER  # noqa: E402
 from tests.test_workloads import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
-from tracelink.pipeline import ProfileOptions, profile  # noqa: E402
+from tracelink.options import ProfileOptions  # noqa: E402
+from tracelink.pipeline import profile  # noqa: E402
 from tracelink.report import build_report  # noqa: E402
 
 TARGET_MB = 5.0

@@ -20,9 +20,6 @@ from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_eve
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, tracy_events, tracy_tools
 
-COLLECTORS = ("hal", "tracy", "hook")
-
-
 @dataclass
 class RunRequest:
     """What to run: the same for every collector."""
