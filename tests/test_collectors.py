@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
+from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events
+from tracelink.collect.tracy import capture_tracy, read_capture, tracy_events, tracy_tools
 
 
 @pytest.fixture(scope="module")
@@ -39,18 +41,37 @@ def traced(tmp_path_factory):
     return run_profile(EXAMPLES / "mlp.mlir", tmp_path_factory.mktemp("tracy") / "out", collector="tracy", repetitions=10)
 
 
-def test_tracy_collector_maps_every_dispatch_and_agrees_with_hal(traced, tmp_path):
-    hal = run_profile(EXAMPLES / "mlp.mlir", tmp_path / "hal", repetitions=10)
+def test_tracy_collector_maps_every_dispatch(traced):
     assert (traced.artifacts / "run.tracy").is_file() and traced.zones is not None
     sites = traced.call_sites.set_index("call_site")
     assert (sites["count"] == 10).all()
     assert traced.summary["coverage"]["events_unmatched"] == 0
-    # Separate runs on a shared 2-core VM (run-to-run CV of 10-35 % seen here), and Tracy's span
-    # covers the tile blocks only while HAL's includes the dispatch's own scheduling: medians of
-    # dispatches long enough for that not to dominate (≥ 20 µs) agree within a factor of 2.
-    medians = hal.call_sites.set_index("call_site")["median_ns"]
-    for site in medians[medians >= 20_000].index:
-        assert 0.5 < sites.loc[site, "median_ns"] / medians[site] < 2.0, site
+
+
+def test_tracy_and_hal_agree_on_the_same_run(example_profiles, tmp_path):
+    """One run seen by both collectors: the tracy-enabled tool with HAL profiling on as well.
+
+    Separate runs cannot be compared tightly on this shared VM (run-to-run drift of 0.6-2x was seen),
+    but the same executions can: Tracy's span covers the dispatch's tile blocks, which lie inside
+    HAL's dispatch window, so it is at most HAL's duration (plus clock rounding) and short of it by
+    the dispatch's own scheduling, a few percent for these dispatches.
+    """
+    base = example_profiles["mlp"]
+    exports = base.call_sites["export"].tolist()
+    command = benchmark_command(base.artifacts / "app.vmfb", "main", base.summary["inputs"], [], 6)
+    command[0] = str(tracy_tools().tool("iree-benchmark-module"))
+    command += [f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={tmp_path / 'run.ireeprof'}"]
+    capture_tracy(command, tmp_path / "run.tracy", timeout_s=120)
+    exported = export_bundle(tmp_path, timeout_s=60)
+    hal, tracy = hal_events(exported, exports), tracy_events(read_capture(tmp_path / "run.tracy"), exports)
+    assert len(hal) == len(tracy) == 6 * len(exports)
+    both = hal.merge(tracy, on=["call_site", "iteration"], suffixes=("_hal", "_tracy"), validate="one_to_one")
+    assert len(both) == len(hal)  # every execution matched to the same call site and iteration
+    assert (both["export_hal"] == both["export_tracy"]).all()
+    span = (both["duration_ns_tracy"] / both["duration_ns_hal"]).groupby(both["call_site"]).median()
+    tiles = (both["tile_duration_sum_ns_tracy"] / both["tile_duration_sum_ns_hal"]).groupby(both["call_site"]).median()
+    assert span.between(0.8, 1.02).all(), span
+    assert tiles.between(0.8, 1.02).all(), tiles
 
 
 def test_ingest_folds_a_capture_into_a_profile_and_refuses_another_programs(traced, tmp_path):

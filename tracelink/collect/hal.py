@@ -48,6 +48,11 @@ def start_hal_profile(
 def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path:
     """Wait for the profiled run, export its bundle as JSON lines and return their path."""
     run.wait(timeout_s)
+    return export_bundle(output_dir, timeout_s)
+
+
+def export_bundle(output_dir: Path, timeout_s: float) -> Path:
+    """``iree-profile export`` of ``output_dir/run.ireeprof`` to ``run.jsonl`` (ireeperf-jsonl)."""
     bundle, exported = output_dir / "run.ireeprof", output_dir / "run.jsonl"
     export = [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)]
     ToolRun(export, output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
