@@ -17,7 +17,6 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/tracelink profile examples/mlp.mlir -o $(DEMO_OUT)
-	@echo "profile written to $(DEMO_OUT)/ (open $(DEMO_OUT)/report.html)"
 
 # The report's browser tests drive Debian's Chromium headless; install it when missing (needs root).
 browser:
