@@ -69,7 +69,7 @@ def profile(
             # loading it now overlaps that with the compiler instead of the graph building later.
             importlib.import_module("iree.compiler.dialects.linalg")
             source = read_input_program(program)
-            entry = choose_function([f.name for f in source.functions if f.public], options.function, program)
+            entry = choose_function(source.public_functions(), options.function, program)
             compiled = pending.finish()
     finally:
         pending.run.kill()

@@ -59,11 +59,6 @@ def symbol_ref_leaf(value: ir.Attribute) -> str:
     return value.value if isinstance(value, ir.FlatSymbolRefAttr) else list(value.value)[-1]
 
 
-def symbol_ref_root(value: ir.Attribute) -> str:
-    """The first name of a symbol reference ``@a::@b::@c`` → ``a``."""
-    return value.value if isinstance(value, ir.FlatSymbolRefAttr) else list(value.value)[0]
-
-
 def static_shape(value_type: ir.Type) -> tuple[int, ...] | None:
     """The shape of a ranked tensor/memref type, dynamic sizes as -1; None for other types."""
     if not isinstance(value_type, ir.ShapedType) or not value_type.has_rank:

@@ -125,17 +125,6 @@ def wait_mask(zones: pd.DataFrame) -> np.ndarray:
     return text.str.contains("|".join(WAIT_MARKERS), regex=True).to_numpy(dtype=bool)
 
 
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Length of the union of intervals."""
-    if len(starts) == 0:
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    gaps = np.maximum(starts[1:] - reach[:-1], 0)
-    return float(reach[-1] - starts[0] - gaps.sum())
-
-
 def iteration_rows(windows, iteration, start, duration, self_ns, dispatch, runtime, waiting) -> pd.DataFrame:
     """Per iteration: wall time, time in dispatches (union and CPU sum), runtime self time, waits."""
     lows, highs = windows["start_ns"].to_numpy(), windows["end_ns"].to_numpy()
