@@ -17,7 +17,7 @@ def location(text: str) -> ir.Location:
 
 
 def test_callsite_frames_names_and_positions():
-    loc = normalise(location('loc(callsite("blk.conv"("net.py":13:15) at callsite("net.py":41:13 at "main.py":7:1)))'))
+    (loc,) = normalise(location('loc(callsite("blk.conv"("net.py":13:15) at callsite("net.py":41:13 at "main.py":7:1)))')).members
     assert loc.names == ("blk.conv",)
     assert loc.positions == (Position("net.py", 13, 15), Position("net.py", 41, 13), Position("main.py", 7, 1))
     assert loc.display() == "blk.conv @ net.py:13:15 ← main.py:7:1"
@@ -30,11 +30,32 @@ def test_enclosing_function_wrapper_is_stripped_and_alone_is_unknown():
     assert not normalise(location('loc("app.mlir":1:1)'), enclosing).known
 
 
-def test_fused_members_all_count():
-    loc = normalise(location('loc(fused<"jax">["a"("x.py":1:2), "b"("y.py":3:4)])'))
-    assert loc.names == ("a", "b")
-    assert loc.positions == (Position("x.py", 1, 2), Position("y.py", 3, 4))
+def test_fused_location_is_one_member_per_fused_op():
+    a, b = normalise(location('loc(fused<"jax">["a"("x.py":1:2), "b"("y.py":3:4)])')).members
+    assert (a.names, a.positions) == (("a",), (Position("x.py", 1, 2),))
+    assert (b.names, b.positions) == (("b",), (Position("y.py", 3, 4),))
     assert not normalise(location("loc(unknown)")).known
+
+
+def test_function_location_is_stripped_from_every_fused_member_and_nested_call():
+    """IREE writes fused[callsite(a at F), callsite(b at F)]: F (the func.func line) must never stay a frame."""
+    enclosing = frozenset({str(location('loc("app.mlir":6:3)'))})
+    fused = normalise(location('loc(fused[callsite("app.mlir":20:5 at "app.mlir":6:3), callsite("app.mlir":30:5 at "app.mlir":6:3)])'), enclosing)
+    assert [m.positions for m in fused.members] == [(Position("app.mlir", 20, 5),), (Position("app.mlir", 30, 5),)]
+    nested = normalise(location('loc(callsite(callsite("m.py":3:1 at "app.mlir":6:3) at "main.py":9:1))'), enclosing)
+    assert nested.members[0].positions == (Position("m.py", 3, 1), Position("main.py", 9, 1))
+    inside = normalise(location('loc(callsite(fused["a.py":1:1, "b.py":2:2] at "c.py":3:3))'), enclosing)
+    assert [m.positions for m in inside.members] == [
+        (Position("a.py", 1, 1), Position("c.py", 3, 3)), (Position("b.py", 2, 2), Position("c.py", 3, 3)),
+    ]
+
+
+def test_a_thousand_frame_stack_does_not_recurse():
+    text = '"f.py":1:1'
+    for depth in range(2, 1200):
+        text = f'callsite({text} at "f.py":{depth}:1)'
+    (member,) = normalise(location(f"loc({text})")).members
+    assert len(member.frames) == 1199 and member.positions[0] == Position("f.py", 1, 1)
 
 
 @settings(max_examples=60, deadline=None)

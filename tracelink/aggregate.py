@@ -1,11 +1,17 @@
 """Aggregate stage: dispatch events → time per call site, export, source op and source line.
 
 Statistics (``count, total_ns, mean_ns, median_ns, p10_ns, p90_ns, ci95_low_ns, ci95_high_ns,
-share``) are taken over single executions for call sites and exports, and over iterations (one call
-of the function) for source ops and source lines, whose time per iteration is the sum of what every
-call site credits them. The 95 % CI of the mean uses Student's t. ``share`` is the part of all
-dispatch time; for source lines it is inclusive (an op's time counts for every line of its stack
-and fused members, once per line), so line shares can add up to more than 1.
+share, noisy``) are taken over single executions for call sites and exports, and over iterations (one
+call of the function) for source ops and source lines, whose time per iteration is the sum of what
+every call site credits them. The interval is a distribution-free 95 % CI of the median; ``noisy``
+flags a mean well above the median. ``share`` is the part of all dispatch time.
+
+Source lines get *self* time, as CPU profilers do: an op's time is split equally between the members
+of its fused location, and each member's part goes to its innermost frame's line, so self times of all
+lines add up to the time of the ops that have a line. ``user_self_ns`` does the same with library
+frames (site-packages, the standard library, or the globs given) skipped, so an op called through a
+framework lands on the user's line that called it. ``inclusive_ns`` credits every line of a member's
+call stack once (like a caller's inclusive time), so inclusive shares add up to more than 1.
 
 A call site's time is split between its source ops by the edge weights of the provenance graph (the
 cost estimate of :mod:`tracelink.provenance.regions`), renormalised over the ops that have a node, so
@@ -14,42 +20,54 @@ the per-op numbers of a dispatch add up exactly to its measured total.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+from collections import defaultdict
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
+from tracelink.options import LIBRARY_GLOBS
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
-STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share"]
+STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy"]
+Z_975 = 1.959964
+# A group is flagged noisy when its mean exceeds its median by this factor (a few slow outliers).
+NOISY_MEAN_OVER_MEDIAN = 1.25
 
 
-# Student's t 0.975 quantiles for 1..30 degrees of freedom (standard table values).
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+def median_interval_ranks(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """0-based ranks of the order statistics bounding a 95 % confidence interval of the median.
 
-
-def t_quantile_975(degrees_of_freedom: int) -> float:
-    """Student's t 0.975 quantile: the table up to 30, then the Cornish-Fisher expansion (error < 1e-3).
-
-    A table instead of scipy.stats keeps scipy's ~1 s import out of every tracelink command.
+    Distribution-free (binomial, normal approximation): the interval lies between two measured values,
+    so it never goes below the smallest one (never negative) and one outlier cannot stretch it.
+    Below 6 values no pair reaches 95 % and the interval is the whole range.
     """
-    if degrees_of_freedom <= len(T_975):
-        return T_975[degrees_of_freedom - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * degrees_of_freedom) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * degrees_of_freedom**2)
+    half_width = Z_975 * np.sqrt(n) / 2
+    low = np.clip(np.floor(n / 2 - half_width), 1, n).astype(int) - 1
+    high = np.clip(np.ceil(1 + n / 2 + half_width), 1, n).astype(int) - 1
+    return low, high
 
 
 def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total: float) -> pd.DataFrame:
-    """The statistics (:data:`STAT_COLUMNS`) of ``value`` for every group of ``keys``, in first-seen order."""
+    """The statistics (:data:`STAT_COLUMNS`) of ``value`` for every group of ``keys``, in first-seen order.
+
+    ``ci95_*`` is the 95 % confidence interval of the median (see :func:`median_interval_ranks`).
+    """
     if frame.empty:
         return pd.DataFrame(columns=[*keys, *STAT_COLUMNS])
-    values = frame.assign(**{value: frame[value].astype(float)}).groupby(keys, sort=False)[value]
-    table = values.agg(["count", "sum", "mean", "median", "std"])
+    frame = frame.assign(**{value: frame[value].astype(float)})
+    values = frame.groupby(keys, sort=False)[value]
+    table = values.agg(["count", "sum", "mean", "median"])
     quantiles = values.quantile([0.1, 0.9]).unstack()  # linear interpolation, as numpy.percentile
-    t = table["count"].map(lambda n: t_quantile_975(n - 1) if n > 1 else 0.0)
-    half_width = (t * table["std"].fillna(0.0) / np.sqrt(table["count"])).fillna(0.0)
+    ordered = frame.sort_values(value, kind="stable")
+    rank = ordered.groupby(keys, sort=False).cumcount().to_numpy()
+    size = ordered.groupby(keys, sort=False)[value].transform("size").to_numpy()
+    low_rank, high_rank = median_interval_ranks(size)
+    bounds = ordered.assign(_low=rank == low_rank, _high=rank == high_rank)
+    low = bounds[bounds["_low"]].groupby(keys, sort=False)[value].first()
+    high = bounds[bounds["_high"]].groupby(keys, sort=False)[value].first()
     result = pd.DataFrame({
         "count": table["count"],
         "total_ns": table["sum"],
@@ -57,9 +75,10 @@ def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total:
         "median_ns": table["median"],
         "p10_ns": quantiles[0.1],
         "p90_ns": quantiles[0.9],
-        "ci95_low_ns": table["mean"] - half_width,
-        "ci95_high_ns": table["mean"] + half_width,
+        "ci95_low_ns": low.reindex(table.index),
+        "ci95_high_ns": high.reindex(table.index),
         "share": table["sum"] / grand_total if grand_total else 0.0,
+        "noisy": table["mean"] > NOISY_MEAN_OVER_MEDIAN * table["median"],
     })
     return result.reset_index()
 
@@ -70,8 +89,9 @@ def attribution(graph: nx.DiGraph) -> pd.DataFrame:
     for node in nodes_of_kind(graph, "call_site"):
         edges = [(source, data["weight"], data["role"]) for source, _, data in graph.in_edges(node, data=True) if data.get("kind") == "feeds"]
         total = sum(weight for _, weight, _ in edges)
+        roots = sum(role == "root" for _, _, role in edges)
         for source, weight, role in edges:
-            fraction = weight / total if total > 0 else (1.0 if role == "root" else 0.0)
+            fraction = weight / total if total > 0 else (1.0 / roots if role == "root" else 0.0)
             rows.append({"call_site": graph.nodes[node]["index"], "op": source, "role": role, "fraction": fraction})
     return pd.DataFrame(rows, columns=["call_site", "op", "role", "fraction"])
 
@@ -179,32 +199,77 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def source_line_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
-    """Per source line (every file:line of every op's stack and fused members): inclusive statistics."""
+def is_library(path: str, globs: tuple[str, ...]) -> bool:
+    """Whether a frame's file is library code (not the user's) by the given globs."""
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in globs)
+
+
+def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_GLOBS) -> pd.DataFrame:
+    """How each source op's time divides over lines: columns ``op, file, line, self, user_self, inclusive``.
+
+    Each member of an op's location gets an equal part; a member's part is *self* time of its
+    innermost line, *user self* time of its innermost line outside library code (its innermost line
+    when all are library code), and *inclusive* time of each distinct line of its stack.
+    """
+    rows: list[tuple[str, str, int, float, float, float]] = []
+    for op in nodes_of_kind(graph, "source_op"):
+        members = json.loads(graph.nodes[op].get("members") or "[]")
+        shares: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for member in members:
+            lines = list(dict.fromkeys(split_line(position) for position in member["positions"]))
+            if not lines:
+                continue
+            part = 1.0 / len(members)
+            shares[lines[0]][0] += part
+            user = next((line for line in lines if not is_library(line[0], library_globs)), lines[0])
+            shares[user][1] += part
+            for line in lines:
+                shares[line][2] += part
+        rows.extend((op, file, line, *values) for (file, line), values in shares.items())
+    return pd.DataFrame(rows, columns=["op", "file", "line", "self", "user_self", "inclusive"])
+
+
+def split_line(position: str) -> tuple[str, int]:
+    """``file:line:col`` → (file, line)."""
+    path, line, _ = position.rsplit(":", 2)
+    return path, int(line)
+
+
+def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_GLOBS) -> pd.DataFrame:
+    """Per source line: self-time statistics over iterations, user-self and inclusive totals (module docstring)."""
+    columns = ["file", "line", "library", *STAT_COLUMNS, "user_self_ns", "user_self_share", "inclusive_ns", "inclusive_share", "ops", "call_site_ids"]
     grand_total = float(events["duration_ns"].sum())
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
+    shares = op_line_shares(graph, library_globs)
     op_times = op_iteration_times(events, graph)
-    lines = pd.DataFrame(
-        [{"op": op, "file": line.rsplit(":", 1)[0], "line": int(line.rsplit(":", 1)[1])} for op in nodes_of_kind(graph, "source_op") for line in op_lines(graph, op)],
-        columns=["op", "file", "line"],
+    credited = op_times.merge(shares, on="op")
+    if credited.empty:
+        return pd.DataFrame(columns=columns)
+    credited["ns"] = credited["ns"] * credited["self"]
+    per_line = credited.groupby(["file", "line", "iteration"], as_index=False)["ns"].sum()
+    table = grouped_stats(with_all_iterations(per_line, ["file", "line"], iterations), ["file", "line"], "ns", grand_total)
+    op_totals = op_times.groupby("op")["ns"].sum()
+    totals = shares.assign(op_ns=shares["op"].map(op_totals).fillna(0.0))
+    totals = totals.assign(user_self_ns=totals["op_ns"] * totals["user_self"], inclusive_ns=totals["op_ns"] * totals["inclusive"])
+    by_line = totals.groupby(["file", "line"]).agg(
+        user_self_ns=("user_self_ns", "sum"), inclusive_ns=("inclusive_ns", "sum"), ops=("op", lambda ops: ";".join(dict.fromkeys(ops))),
     )
-    per_line = op_times.merge(lines, on="op").groupby(["file", "line", "iteration"], as_index=False)["ns"].sum()
-    times = with_all_iterations(per_line, ["file", "line"], iterations)
-    table = grouped_stats(times, ["file", "line"], "ns", grand_total)
-    if table.empty:
-        return pd.DataFrame(columns=["file", "line", "ops", "call_site_ids", *STAT_COLUMNS])
-    ops_of = lines.groupby(["file", "line"])["op"].agg(";".join)
-    sites_of = lines.merge(attribution(graph), on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
-    keys = list(zip(table["file"], table["line"]))
-    table["ops"] = [ops_of.get(key, "") for key in keys]
-    table["call_site_ids"] = [sites_of.get(key, "") for key in keys]
-    return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    table = table.join(by_line, on=["file", "line"], how="outer") if not table.empty else by_line.reset_index()
+    table[STAT_COLUMNS] = table[STAT_COLUMNS].fillna({c: 0 for c in STAT_COLUMNS if c != "noisy"}).fillna({"noisy": False})
+    table["user_self_share"] = table["user_self_ns"] / grand_total if grand_total else 0.0
+    table["inclusive_share"] = table["inclusive_ns"] / grand_total if grand_total else 0.0
+    table["library"] = [is_library(path, library_globs) for path in table["file"]]
+    sites_of = shares.merge(attribution(graph), on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
+    table["call_site_ids"] = [sites_of.get(key, "") for key in zip(table["file"], table["line"])]
+    return table[columns].sort_values(["total_ns", "inclusive_ns"], ascending=False, kind="stable").reset_index(drop=True)
 
 
 def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) -> dict:
     """How much of the run the mapping explains, and the audit counts."""
     # a call site is mapped when any source op (file:line, or a bare name such as an ONNX node) feeds it
     located = {int(row.call_site) for row in call_sites.itertuples() if row.root_ops or row.producer_ops}
+    run = call_sites["phase"] == "run" if len(call_sites) else pd.Series(dtype=bool)
+    run_sites = set(call_sites.loc[run, "call_site"].astype(int)) if len(call_sites) else set()
     total = float(events["duration_ns"].sum())
     attributed = float(events.loc[events["call_site"].isin(located), "duration_ns"].sum())
     with_lines = float(events.loc[events["call_site"].isin(call_sites.loc[call_sites["source_lines"] != "", "call_site"]), "duration_ns"].sum())
@@ -212,10 +277,13 @@ def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) 
     return {
         "dispatch_time_attributed_share": attributed / total if total else 0.0,
         "dispatch_time_with_source_lines_share": with_lines / total if total else 0.0,
-        "call_sites": len(call_sites),
-        "call_sites_mapped": len(located),
-        "call_sites_mapped_share": len(located) / len(call_sites) if len(call_sites) else 0.0,
+        "call_sites": len(run_sites),
+        "call_sites_mapped": len(located & run_sites),
+        "call_sites_mapped_share": len(located & run_sites) / len(run_sites) if run_sites else 0.0,
+        "call_sites_initializer": len(call_sites) - len(run_sites),  # run once at load, never timed
+        "call_sites_initializer_mapped": len(located - run_sites),
         "events": len(events),
         "events_unmatched": int(events["call_site"].isna().sum()),
-        "audit_counts": {key: len(value) for key, value in audit.items()},
+        "audit_counts": {key: len(value) for key, value in audit.items() if key != "reasons"},
+        "audit_reasons": audit.get("reasons", {}),
     }

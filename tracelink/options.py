@@ -8,6 +8,8 @@ from pathlib import Path
 from tracelink.compile import CompileOptions, PendingCompile
 
 COLLECTORS = ("hal", "tracy", "hook")
+# Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.
+LIBRARY_GLOBS = ("*/site-packages/*", "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "<frozen *>")
 
 
 @dataclass
@@ -23,6 +25,8 @@ class ProfileOptions:
     timeout_s: float = 600.0
     collector: str = "hal"
     hook_events: list[str] = field(default_factory=list)  # perf_event counters for the hook collector
+    # globs of files whose frames are library code (self time in the user view goes to their callers)
+    library_frames: tuple[str, ...] = LIBRARY_GLOBS
     compile: CompileOptions = field(default_factory=CompileOptions)
 
 

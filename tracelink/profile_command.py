@@ -45,7 +45,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         result = pipeline.profile(args.program, args.output, options, Console(stderr=True), pending=pending)
     finally:
         pending.run.kill()
-    pipeline.print_summary(result, Console())
+    importlib.import_module("tracelink.report.summary").print_summary(result, Console())
     return 0
 
 

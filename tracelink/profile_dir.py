@@ -58,7 +58,12 @@ def write_profile(profile: Profile) -> None:
         frame: pd.DataFrame | None = getattr(profile, name)
         if frame is not None:
             write_atomic(directory / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
-    write_text_atomic(directory / "profile.json", json.dumps(profile.summary, indent=2, default=str))
+    write_profile_summary(profile)
+
+
+def write_profile_summary(profile: Profile) -> None:
+    """Write ``profile.json`` (the summary) alone."""
+    write_text_atomic(profile.directory / "profile.json", json.dumps(profile.summary, indent=2, default=str))
 
 
 def load_profile(directory: Path) -> Profile:

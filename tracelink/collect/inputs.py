@@ -1,8 +1,7 @@
 """Inputs of the profiled function: read its signature, generate seeded random values, check user values.
 
-The signature comes from the ``abi`` phase, where every frontend's function takes ``!hal.buffer_view``
-arguments imported by ``hal.tensor.import`` ops whose result type is the builtin tensor type (so
-torch, StableHLO and linalg inputs all look the same there).
+The signature comes from the ``input`` phase, where every frontend's function takes builtin tensor
+types (so torch, StableHLO and linalg inputs all look the same there).
 """
 
 from __future__ import annotations
@@ -37,30 +36,42 @@ class InputSpec:
         return "x".join([*("?" if d < 0 else str(d) for d in self.shape), self.element_type])
 
 
-def read_signature(abi_phase: Path, function: str) -> list[InputSpec]:
-    """The tensor arguments of ``function`` (through its ``$async`` body), in argument order."""
-    module = parse_file(abi_phase, new_context())
+UNKNOWN_TYPE = "?"  # an argument the program never reads, behind an ABI wrapper that does not record its type
+
+
+def read_signature(input_phase: Path, function: str) -> list[InputSpec]:
+    """Every argument of ``function`` as the compiler's ``input`` phase declares it, used or not.
+
+    After the input phase, linalg, StableHLO and TOSA functions take builtin tensors; torch functions
+    already take ``!hal.buffer_view`` arguments, each imported as a tensor by a ``hal.tensor.import``
+    (in the function or its ``$async`` body). An argument no op uses is still one the runtime expects.
+    """
+    module = parse_file(input_phase, new_context())
     blocks = dict(code_blocks(module))
     if function not in blocks:
         public = [name for name, op in blocks.items() if "sym_visibility" in op.attributes and op.attributes["sym_visibility"].value == "public" and "$" not in name]
         raise TracelinkError(f"no function '{function}' in the program (public functions: {', '.join(public) or 'none'})")
-    specs: dict[int, InputSpec] = {}
-    for name in (function + "$async", function):
-        if name not in blocks:
-            continue
-        for op in function_imports(blocks[name]):
-            source = op.operands[0]
-            if isinstance(source, ir.BlockArgument) and source.arg_number not in specs:
-                tensor = op.results[0].type
-                specs[source.arg_number] = InputSpec(source.arg_number, static_shape(tensor) or (), str(tensor.element_type))
-        if specs:
-            break
-    return [specs[i] for i in sorted(specs)]
+    imported = imported_types(blocks.get(function + "$async", blocks[function]))
+    specs = []
+    for index, arg_type in enumerate(blocks[function].attributes["function_type"].value.inputs):
+        arg_type = imported.get(index, arg_type) if str(arg_type) == "!hal.buffer_view" else arg_type
+        if isinstance(arg_type, ir.ShapedType):
+            specs.append(InputSpec(index, static_shape(arg_type) or (), str(arg_type.element_type)))
+        elif str(arg_type) == "!hal.buffer_view":
+            specs.append(InputSpec(index, (), UNKNOWN_TYPE))
+        else:  # a scalar argument (i32, f32, ...)
+            specs.append(InputSpec(index, (), str(arg_type)))
+    return specs
 
 
-def function_imports(function: ir.Operation) -> list[ir.Operation]:
-    """The ``hal.tensor.import`` ops of a function body (they sit at its top level, before the work)."""
-    return [op.operation for op in function.regions[0].blocks[0].operations if op.operation.name == "hal.tensor.import"]
+def imported_types(function: ir.Operation) -> dict[int, ir.Type]:
+    """Argument number -> tensor type, for the ``hal.tensor.import`` ops at the top of a function body."""
+    found = {}
+    for op in function.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "hal.tensor.import" and isinstance(op.operands[0], ir.BlockArgument):
+            found.setdefault(op.operands[0].arg_number, op.results[0].type)
+    return found
 
 
 def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> list[str]:
@@ -69,6 +80,8 @@ def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> l
     rng = np.random.default_rng(seed)
     flags = []
     for spec in specs:
+        if spec.element_type == UNKNOWN_TYPE:
+            raise TracelinkError(f"input {spec.index} is never used by the program and its type is not recorded: pass every input with --input")
         if any(d < 0 for d in spec.shape):
             raise TracelinkError(f"input {spec.index} has a dynamic shape ({spec.mlir_type()}): pass it with --input")
         dtype = NUMPY_DTYPES.get(spec.element_type)
@@ -93,7 +106,7 @@ def check_inputs(values: list[str], specs: list[InputSpec]) -> None:
         raise TracelinkError(f"{len(values)} inputs given, the function takes {len(specs)} ({expected})")
     for value, spec in zip(values, specs):
         given = described_type(value)
-        if given is not None and given != (spec.shape, spec.element_type) and not dynamic_match(given, spec):
+        if given is not None and spec.element_type != UNKNOWN_TYPE and given != (spec.shape, spec.element_type) and not dynamic_match(given, spec):
             raise TracelinkError(f"input {spec.index}: expected {spec.mlir_type()}, got {value.split('=')[0] if '=' in value else value} ({'x'.join(map(str, [*given[0], given[1]]))})")
 
 

@@ -12,6 +12,7 @@ from tracelink.provenance.call_sites import CallSite, host_location_frames, read
 from tracelink.provenance.executables import ExportInfo, read_exports
 from tracelink.provenance.graph import build_graph
 from tracelink.provenance.ir_utils import new_context, parse_file
+from tracelink.provenance.locations import Normaliser
 from tracelink.provenance.program import InputProgram
 from tracelink.provenance.regions import read_regions
 
@@ -35,11 +36,11 @@ def build_provenance(program: InputProgram, artifacts: Path, entry: str) -> Prov
     """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``."""
     context = new_context()
     phases = artifacts / "phases"
-    enclosing = program.enclosing_locations
+    normalise = Normaliser(program.enclosing_locations)
     hal_module = parse_file(phase_dump(phases, "hal"), context)
-    call_sites = read_call_sites(hal_module, entry, enclosing)
-    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), enclosing, context)
+    call_sites = read_call_sites(hal_module, entry, normalise)
+    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context)
     exports = read_exports(artifacts / "executables", artifacts, context)
-    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, enclosing))
+    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise))
     graph.graph["entry"] = entry
     return Provenance(graph, call_sites, exports)

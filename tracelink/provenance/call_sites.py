@@ -15,7 +15,7 @@ from iree.compiler import ir
 
 from tracelink import TracelinkError
 from tracelink.provenance.ir_utils import attr, int_constant, symbol_name, symbol_ref_leaf, top_level, walk
-from tracelink.provenance.locations import SourceLocation, normalise
+from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.regions import code_blocks
 
 
@@ -25,7 +25,7 @@ class CallSite:
 
     index: int
     export: str
-    location: SourceLocation
+    location: OpLocation
     workgroups: tuple[int, int, int] | None  # None when computed at run time
     function: str
     phase: str  # "run" (each call of the entry function) or "initializer" (once, at load)
@@ -96,7 +96,7 @@ def ordered_dispatches(host: HostProgram, entry: str) -> list[tuple[ir.Operation
     return ordered
 
 
-def read_call_sites(hal_module: ir.Module, entry: str, enclosing: frozenset[str]) -> list[CallSite]:
+def read_call_sites(hal_module: ir.Module, entry: str, normalise: Normaliser) -> list[CallSite]:
     """Call sites of ``entry`` (through the ``$async`` body the ABI wraps it in), then initializer dispatches."""
     host = index_host_program(hal_module)
     if entry not in host.blocks:
@@ -110,11 +110,11 @@ def read_call_sites(hal_module: ir.Module, entry: str, enclosing: frozenset[str]
     sites = []
     for phase, found in (("run", run), ("initializer", once)):
         for op, block in found:
-            location = normalise(op.location, enclosing)
+            location = normalise(op.location)
             sites.append(CallSite(len(sites), dispatch_export(op), location, dispatch_workgroups(op), block, phase))
     return sites
 
 
-def host_location_frames(hal_module: ir.Module, enclosing: frozenset[str]) -> set[tuple[str, ...]]:
-    """Location frames of every op in the host program."""
-    return {normalise(op.location, enclosing).frames for op in walk(hal_module.operation)}
+def host_location_frames(hal_module: ir.Module, normalise: Normaliser) -> set[tuple[str, ...]]:
+    """Frames of every location member of every op in the host program."""
+    return {member.frames for op in walk(hal_module.operation) for member in normalise(op.location).members}

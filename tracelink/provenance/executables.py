@@ -1,6 +1,7 @@
 """Exports of the dumped executables: root op, shapes, tile configuration and dump files.
 
-Read from the configured sources (``configured_module_<executable>.mlir``), where codegen has put a
+Read from the configured sources (``configured_<module>_<executable>.mlir``, the module's own symbol
+name or ``module`` when it has none), where codegen has put a
 ``lowering_config`` on the ops it tiles; the root op is the heaviest of those.
 """
 
@@ -34,7 +35,7 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
     """Every export in the configured executable dumps, by export name."""
     context = context or new_context()
     exports: dict[str, ExportInfo] = {}
-    for configured in sorted(executables_dir.glob("configured_module_*.mlir")):
+    for configured in sorted(executables_dir.glob("configured_*.mlir")):
         stem = configured.name.removeprefix("configured_")[: -len(".mlir")]
         benchmarks = sorted(executables_dir.glob(f"{stem}_*benchmark.mlir"))
         module = parse_file(configured, context)

@@ -1,16 +1,18 @@
 """The provenance graph: source ops ↔ dispatch call sites ↔ exports ↔ executables (networkx).
 
-Nodes carry a ``kind``: ``source_op`` (``op:<n>``), ``call_site`` (``cs:<i>``), ``export``
-(``export:<name>``) and ``executable`` (``exe:<name>``). Edges: source op → call site with ``role``
-(``root`` or ``producer``) and ``weight`` (the op's share of the dispatch's estimated cost), call site
-→ export, export → executable. Every attribute is a string, number or bool so GraphML can hold it.
+Nodes carry a ``kind``: ``source_op`` (``op:<n>``, one per input op location, and one per call chain
+for an op inlined at several calls), ``call_site`` (``cs:<i>``), ``export`` (``export:<name>``) and
+``executable`` (``exe:<name>``). Edges: source op → call site with ``role`` (``root``: the op the
+dispatch is named after, every member when that location is fused; ``producer``: an op fused into it;
+``init``: a fill whose location CSE may have borrowed from another layer, weight 0) and ``weight`` (the
+op's share of the dispatch's estimated cost), call site → export, export → executable. Every attribute is a string, number or bool so GraphML can hold it.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
@@ -18,17 +20,18 @@ import networkx as nx
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.provenance.call_sites import CallSite
 from tracelink.provenance.executables import ExportInfo
-from tracelink.provenance.locations import SourceLocation
+from tracelink.provenance.locations import OpLocation, SourceLocation
 from tracelink.provenance.program import InputProgram
 from tracelink.provenance.regions import DispatchRegion
 
 
 @dataclass
 class SourceOpIndex:
-    """Source-op node ids by location; input locations first, in program order."""
+    """Source-op node ids by whole location, and by location member; input ops first, in program order."""
 
-    ids: dict[SourceLocation, str]
-    by_frames: dict[tuple[str, ...], SourceLocation]
+    ids: dict[OpLocation, str] = field(default_factory=dict)
+    owner: dict[SourceLocation, str] = field(default_factory=dict)  # member -> node of the first op holding it
+    by_frames: dict[tuple[str, ...], str] = field(default_factory=dict)  # member frames -> node
 
 
 def call_site_node(index: int) -> str:
@@ -44,18 +47,19 @@ def build_graph(
 ) -> nx.DiGraph:
     """Build the provenance graph of one entry function.
 
-    ``host_locations`` are the location frames of every host-phase op; the audit uses them to tell a
-    compute op folded into host code from one the compiler removed.
+    ``host_locations`` are the frames of every host-phase location; the audit uses them (and the
+    locations present in the dispatch regions) to tell why an input op reaches no dispatch.
     """
     graph = nx.DiGraph(program=str(program.path))
-    index = SourceOpIndex({}, {})
+    index = SourceOpIndex()
     for op in program.ops:
-        if op.location.known and op.location not in index.ids:
+        if not op.location.known:
+            continue
+        if op.location not in index.ids:
             add_source_op(graph, index, op.location, in_input=True)
-        if op.location.known:
-            node = graph.nodes[index.ids[op.location]]
-            node["op_names"] = join_unique(node["op_names"], op.op_name)
-            node["compute"] = node["compute"] or op.compute
+        node = graph.nodes[index.ids[op.location]]
+        node["op_names"] = join_unique(node["op_names"], op.op_name)
+        node["compute"] = node["compute"] or op.compute
     for name, info in exports.items():
         graph.add_node(f"exe:{info.executable}", kind="executable", label=info.executable)
         graph.add_node(
@@ -66,56 +70,87 @@ def build_graph(
         graph.add_edge(f"export:{name}", f"exe:{info.executable}", kind="defined_in")
     for site, region in zip(call_sites, match_regions(call_sites, regions)):
         add_call_site(graph, index, site, region)
-    graph.graph["audit"] = json.dumps(audit(graph, program, host_locations or set()))
+    in_dispatches = set().union(*(region.present for region in regions)) if regions else set()
+    graph.graph["audit"] = json.dumps(audit(graph, program, index, host_locations or set(), in_dispatches))
     return graph
 
 
-def add_source_op(graph: nx.DiGraph, index: SourceOpIndex, location: SourceLocation, in_input: bool) -> str:
+def add_source_op(graph: nx.DiGraph, index: SourceOpIndex, location: OpLocation, in_input: bool) -> str:
     """Add a source-op node for ``location`` and return its id."""
     node = f"op:{len(index.ids)}"
     index.ids[location] = node
-    index.by_frames.setdefault(location.frames, location)
-    first = location.positions[0] if location.positions else None
+    for member in location.members:
+        index.owner.setdefault(member, node)
+        index.by_frames.setdefault(member.frames, node)
+    first = location.members[0]
+    position = first.positions[0] if first.positions else None
     graph.add_node(
-        node, kind="source_op", label=location.display(), name=location.name or "",
-        file=first.file if first else "", line=first.line if first else 0, col=first.col if first else 0,
-        frames=json.dumps(list(location.frames)), positions=json.dumps([str(p) for p in location.positions]),
+        node, kind="source_op", label=location.display(), name=first.name or "",
+        file=position.file if position else "", line=position.line if position else 0, col=position.col if position else 0,
+        frames=json.dumps(list(first.frames)),
+        members=json.dumps([{"frames": list(m.frames), "positions": [str(p) for p in m.positions]} for m in location.members]),
+        positions=json.dumps(list(dict.fromkeys(str(p) for m in location.members for p in m.positions))),
         op_names="", in_input=in_input, compute=False,
     )
     return node
 
 
-def resolve_source_op(graph: nx.DiGraph, index: SourceOpIndex, location: SourceLocation) -> str | None:
-    """The source-op node of a dispatch location, creating one for locations the input lacks.
+def resolve_member(graph: nx.DiGraph, index: SourceOpIndex, member: SourceLocation) -> str:
+    """The source-op node of one location member, creating one for members the input lacks.
 
-    A location that extends an input location with more frames is an input op inlined at a call
-    (``callsite(op at call)``): it becomes its own node, carrying the inlined op's names.
+    A member that extends an input op's frames (``callsite(op at call)``) is that op inlined at a
+    call: it becomes its own node, one per call chain, carrying the inlined op's names.
     """
-    if not location.known:
-        return None
-    if location in index.ids:
-        return index.ids[location]
+    if member in index.owner:
+        return index.owner[member]
     inlined_from = next(
-        (index.by_frames[location.frames[:n]] for n in range(len(location.frames) - 1, 0, -1) if location.frames[:n] in index.by_frames),
+        (index.by_frames[member.frames[:n]] for n in range(len(member.frames) - 1, 0, -1) if member.frames[:n] in index.by_frames),
         None,
     )
-    node = add_source_op(graph, index, location, in_input=False)
+    node = add_source_op(graph, index, OpLocation((member,)), in_input=False)
     if inlined_from is not None:
-        origin = graph.nodes[index.ids[inlined_from]]
-        graph.nodes[node].update(op_names=origin["op_names"], compute=origin["compute"], inlined_from=index.ids[inlined_from])
+        origin = graph.nodes[inlined_from]
+        graph.nodes[node].update(op_names=origin["op_names"], compute=origin["compute"], inlined_from=inlined_from)
     return node
+
+
+def resolve_source_ops(graph: nx.DiGraph, index: SourceOpIndex, location: OpLocation) -> dict[str, float]:
+    """The source ops a dispatch-side location stands for, each with its share of it.
+
+    A location of the input resolves to its op; a fused location the compiler made resolves member by
+    member, its share split equally between them (IREE keeps no record of how much each contributed).
+    """
+    if not location.known:
+        return {}
+    if location in index.ids:
+        return {index.ids[location]: 1.0}
+    shares: dict[str, float] = defaultdict(float)
+    for member in location.members:
+        shares[resolve_member(graph, index, member)] += 1.0 / len(location.members)
+    return dict(shares)
 
 
 def match_regions(call_sites: list[CallSite], regions: list[DispatchRegion]) -> list[DispatchRegion | None]:
     """Pair each call site with its dispatch region: same export and location, first unused in order."""
-    unused = list(regions)
+    queues: dict[tuple[str | None, OpLocation], deque[int]] = defaultdict(deque)
+    by_location: dict[OpLocation, deque[int]] = defaultdict(deque)
+    for position, region in enumerate(regions):
+        queues[(region.export, region.location)].append(position)
+        by_location[region.location].append(position)
+    used: set[int] = set()
+
+    def take(queue: deque[int]) -> int | None:
+        while queue and queue[0] in used:
+            queue.popleft()
+        return queue.popleft() if queue else None
+
     matched: list[DispatchRegion | None] = []
     for site in call_sites:
-        found = next((r for r in unused if r.export == site.export and r.location == site.location), None)
-        found = found or next((r for r in unused if r.location == site.location), None)
+        found = take(queues[(site.export, site.location)])
+        found = take(by_location[site.location]) if found is None else found
         if found is not None:
-            unused.remove(found)
-        matched.append(found)
+            used.add(found)
+        matched.append(regions[found] if found is not None else None)
     return matched
 
 
@@ -132,25 +167,23 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
     if f"export:{site.export}" not in graph:
         graph.add_node(f"export:{site.export}", kind="export", label=site.export, executable="", root_op="unknown")
     graph.add_edge(node, f"export:{site.export}", kind="dispatches")
-    costs = region.costs if region else {site.location: 1.0}
-    weights: dict[str, float] = defaultdict(float)
-    roles: dict[str, str] = {}
+    costs = dict(region.costs) if region else {}
+    roots = resolve_source_ops(graph, index, site.location)
+    if roots and not any(resolve_source_ops(graph, index, location).keys() & roots.keys() for location in costs):
+        # The dispatch is named after its root op (IREE's convention), so the root gets a share even
+        # where no structured op of the region kept its location.
+        costs[site.location] = max(costs.values(), default=1.0)
     total = sum(costs.values()) or 1.0
+    weights: dict[str, float] = defaultdict(float)
     for location, cost in costs.items():
-        source = resolve_source_op(graph, index, location)
-        if source is None:
-            continue
-        weights[source] += cost / total
-        if location == site.location or roles.get(source) == "root":
-            roles[source] = "root"
-        else:
-            roles.setdefault(source, "producer")
-    root = resolve_source_op(graph, index, site.location)
-    if root is not None and root not in weights:
-        weights[root] = 0.0  # the call site's own op, even when fusion left it no body ops of its own
-        roles[root] = "root"
+        for source, share in resolve_source_ops(graph, index, location).items():
+            weights[source] += cost / total * share
     for source, weight in weights.items():
-        graph.add_edge(source, node, kind="feeds", role=roles[source], weight=weight)
+        graph.add_edge(source, node, kind="feeds", role="root" if source in roots else "producer", weight=weight)
+    for location in region.init if region else ():
+        for source in resolve_source_ops(graph, index, location):
+            if source not in weights:
+                graph.add_edge(source, node, kind="feeds", role="init", weight=0.0)
 
 
 def join_unique(existing: str, name: str) -> str:
@@ -202,42 +235,74 @@ def call_sites_of_line(graph: nx.DiGraph, file: str, line: int) -> list[tuple[in
 # Audit ---------------------------------------------------------------------------------------------
 
 
-def audit(graph: nx.DiGraph, program: InputProgram, host_locations: set[tuple[str, ...]]) -> dict:
+REASONS = {
+    "initializer": "hoisted to an initializer (runs once at load)",
+    "in_dispatch": "inside a dispatch without compute of its own (a slice, copy or reshape there)",
+    "reshape": "reshape or view (no data movement)",
+    "host": "in host code (a copy, reshape or metadata change)",
+    "constant": "folded into a constant at compile time",
+    "absorbed": "absorbed into a consumer's dispatch (its location was not kept)",
+    "folded": "folded away by the compiler (its result is unused or computed otherwise)",
+}
+RESHAPE_WORDS = ("reshape", "view", "collapse_shape", "expand_shape", "squeeze", "flatten", "tensor.cast", "bitcast")
+
+
+def audit(
+    graph: nx.DiGraph, program: InputProgram, index: SourceOpIndex,
+    host_locations: set[tuple[str, ...]], in_dispatches: set[tuple[str, ...]],
+) -> dict:
     """What the mapping could not explain, or explains with a caveat.
 
     - ``ops_without_location``: input compute ops with an unknown location;
-    - ``ops_without_dispatch``: input compute ops feeding no call site, with why when knowable
-      (hoisted to an initializer, left in host code, or folded away);
-    - ``ops_split``: source ops feeding several run-phase call sites (split or recomputed);
+    - ``ops_without_dispatch``: input compute ops feeding no run-phase call site, each with the first
+      reason that holds (see :data:`REASONS`): its location is on an initializer's dispatch; it is in
+      a dispatch region but not computed there; it is a reshape or view; it is in host code; all its
+      operands are constants; its value flows into an op that is dispatched; else folded away;
+    - ``reasons``: how many ops each reason covers;
+    - ``ops_split``: source ops feeding several run-phase call sites as root or producer;
     - ``shared_executables``: exports dispatched by several call sites (deduplicated executables).
     """
-    index = {data["frames"]: node for node, data in graph.nodes(data=True) if data.get("kind") == "source_op"}
+    phase_of = {node: data["phase"] for node, data in graph.nodes(data=True) if data.get("kind") == "call_site"}
+    phases_of: dict[str, set[str]] = defaultdict(set)
+    for source, target, data in graph.edges(data=True):
+        if data.get("kind") == "feeds":
+            phases_of[source].add(phase_of[target])
+            if "inlined_from" in graph.nodes[source]:
+                phases_of[graph.nodes[source]["inlined_from"]].add(phase_of[target])
+    dispatched = [("run" in phases_of.get(index.ids[op.location], ())) if op.location.known else False for op in program.ops]
+    constant = constant_ops(program)
     without_location = [op.op_name for op in program.ops if op.compute and not op.location.known]
     without_dispatch = []
     seen: set[str] = set()
-    for op in program.ops:
-        if not op.compute or not op.location.known:
+    for position, op in enumerate(program.ops):
+        if not op.compute or not op.location.known or dispatched[position]:
             continue
-        node = index[json.dumps(list(op.location.frames))]
+        node = index.ids[op.location]
         if node in seen:
             continue
         seen.add(node)
-        sites = call_sites_of_op(graph, node) + [site for inlined in inlined_copies(graph, node) for site in call_sites_of_op(graph, inlined)]
-        run_sites = [i for i, _ in sites if graph.nodes[call_site_node(i)]["phase"] == "run"]
-        if run_sites:
-            continue
-        if sites:
-            reason = "hoisted to an initializer (runs once at load)"
-        elif op.location.frames in host_locations:
-            reason = "in host code (no dispatch: a copy, reshape or metadata change)"
+        frames = {member.frames for member in op.location.members}
+        if phases_of.get(node):
+            reason = "initializer"
+        elif frames & in_dispatches:
+            reason = "in_dispatch"
+        elif any(word in op.op_name.lower() for word in RESHAPE_WORDS):
+            reason = "reshape"
+        elif frames & host_locations:
+            reason = "host"
+        elif constant[position]:
+            reason = "constant"
+        elif feeds_dispatched(program, position, dispatched):
+            reason = "absorbed"
         else:
-            reason = "folded away by the compiler"
-        without_dispatch.append({"op": node, "op_names": graph.nodes[node]["op_names"], "loc": graph.nodes[node]["label"], "reason": reason})
+            reason = "folded"
+        without_dispatch.append({"op": node, "op_names": graph.nodes[node]["op_names"], "loc": graph.nodes[node]["label"], "reason": REASONS[reason]})
     split = []
     for node in nodes_of_kind(graph, "source_op"):
-        sites = [(i, role) for i, role in call_sites_of_op(graph, node) if graph.nodes[call_site_node(i)]["phase"] == "run"]
+        sites = [i for i, role in call_sites_of_op(graph, node) if role != "init" and phase_of[call_site_node(i)] == "run"]
         if len(sites) > 1:
-            split.append({"op": node, "loc": graph.nodes[node]["label"], "call_sites": [i for i, _ in sites], "roles": sorted({r for _, r in sites})})
+            roles = sorted({role for i, role in call_sites_of_op(graph, node) if i in sites})
+            split.append({"op": node, "loc": graph.nodes[node]["label"], "call_sites": sites, "roles": roles})
     shared = []
     for node in nodes_of_kind(graph, "export"):
         sites = sorted(graph.nodes[s]["index"] for s, _ in graph.in_edges(node))
@@ -246,13 +311,33 @@ def audit(graph: nx.DiGraph, program: InputProgram, host_locations: set[tuple[st
     return {
         "ops_without_location": without_location,
         "ops_without_dispatch": without_dispatch,
+        "reasons": dict(Counter(finding["reason"] for finding in without_dispatch).most_common()),
         "ops_split": split,
         "shared_executables": shared,
     }
 
 
-def inlined_copies(graph: nx.DiGraph, op_node: str) -> list[str]:
-    return [node for node, data in graph.nodes(data=True) if data.get("inlined_from") == op_node]
+def constant_ops(program: InputProgram) -> list[bool]:
+    """Whether each input op computes from constants only (so the compiler can fold it)."""
+    constant = [False] * len(program.ops)
+    for position, op in enumerate(program.ops):  # producers come first in program order
+        is_constant = op.op_name.endswith(("constant", "literal")) or op.op_name == "onnx.Constant"
+        constant[position] = is_constant or (bool(op.producers) and all(p >= 0 and constant[p] for p in op.producers))
+    return constant
+
+
+def feeds_dispatched(program: InputProgram, start: int, dispatched: list[bool]) -> bool:
+    """Whether the value of op ``start`` flows, through ops that reach no dispatch, into one that does."""
+    pending, visited = list(program.ops[start].users), {start}
+    while pending:
+        position = pending.pop()
+        if position in visited:
+            continue
+        visited.add(position)
+        if dispatched[position]:
+            return True
+        pending.extend(program.ops[position].users)
+    return False
 
 
 def audit_of(graph: nx.DiGraph) -> dict:

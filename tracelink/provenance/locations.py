@@ -1,17 +1,29 @@
 """Normalise MLIR locations into hashable source locations, using the typed location classes.
 
-A location is flattened into *frames*: a call-site location ``callsite(A at B)`` becomes the frames
-of A followed by those of B (innermost first, like a Python stack). IREE wraps every location in the
-dumps as ``callsite(<op's own loc> at <enclosing function's loc>)``; that trailing frame is dropped
-by :func:`strip_enclosing`. A frame that is a name, file or fused location stays whole, so its key
-is the same text in the input program and in the dumps.
+A location stands for one or more *members*: a fused location ``fused[a, b]`` is the two ops a and b
+the compiler merged, anything else is one member. A member is flattened into *frames*: a call-site
+location ``callsite(A at B)`` becomes the frames of A followed by those of B (innermost first, like a
+Python stack). A frame that is a name or file location stays whole, so its key is the same text in
+the input program and in the dumps.
+
+IREE wraps every location in the dumps as ``callsite(<op's own loc> at <enclosing function's loc>)``,
+and when it fuses ops it wraps every member the same way (``fused[callsite(a at F), callsite(b at F)]``).
+Frames that are the location of a function of the input program are dropped at every depth: they say
+where a function starts, never which op ran. A member left with no frames is dropped, so a location
+that is nothing but a function's location (ops the compiler created with it) becomes unknown.
+
+The walks are iterative over call-site chains, so a stack thousands of frames deep does not recurse.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from iree.compiler import ir
+
+# A location with more fused members than this keeps the first ones (no real program comes close).
+MAX_MEMBERS = 256
 
 
 @dataclass(frozen=True, order=True)
@@ -28,7 +40,7 @@ class Position:
 
 @dataclass(frozen=True)
 class SourceLocation:
-    """A normalised location: its frames (innermost first), names and every position in it."""
+    """One member of a location: its frames (innermost first), names and every position in it."""
 
     frames: tuple[str, ...]
     names: tuple[str, ...]
@@ -50,56 +62,127 @@ class SourceLocation:
         return f"{self.name} @ {where}" if self.name and self.positions else where
 
 
-def frames_of(loc: ir.Location) -> list[ir.Location]:
-    """Flatten call-site locations into frames, innermost first; unknown locations give none."""
-    if isinstance(loc, ir.CallSiteLoc):
-        return frames_of(loc.callee) + frames_of(loc.caller)
-    if isinstance(loc, ir.UnknownLoc):
-        return []
-    return [loc]
+@dataclass(frozen=True)
+class OpLocation:
+    """The normalised location of an op: its members (one, or several for a fused location)."""
+
+    members: tuple[SourceLocation, ...]
+
+    @property
+    def known(self) -> bool:
+        return bool(self.members)
+
+    @property
+    def first(self) -> SourceLocation | None:
+        return self.members[0] if self.members else None
+
+    def display(self) -> str:
+        if not self.members:
+            return "unknown"
+        extra = f" (+{len(self.members) - 1} fused)" if len(self.members) > 1 else ""
+        return self.members[0].display() + extra
+
+
+UNKNOWN = OpLocation(())
+
+
+def chain_pieces(loc: ir.Location) -> list[ir.Location]:
+    """The pieces of a call-site chain, innermost first, without unknown pieces (iterative)."""
+    pieces: list[ir.Location] = []
+    pending = [loc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ir.CallSiteLoc):
+            pending.append(current.caller)
+            pending.append(current.callee)
+        elif not isinstance(current, ir.UnknownLoc):
+            pieces.append(current)
+    return pieces
+
+
+def member_frames(loc: ir.Location, enclosing: frozenset[str]) -> list[list[ir.Location]]:
+    """The members of a location, each as its frames innermost first, enclosing-function frames removed.
+
+    A fused piece inside a call stack (``callsite(fused[a, b] at c)``) gives one member per fused
+    member, each with the rest of the stack.
+    """
+    choices: list[list[list[ir.Location]]] = []
+    for piece in chain_pieces(loc):
+        if isinstance(piece, ir.FusedLoc):
+            options = [frames for member in piece.locations for frames in member_frames(member, enclosing)]
+            if options:
+                choices.append(options)
+        elif str(piece) not in enclosing:
+            choices.append([[piece]])
+    members: list[list[ir.Location]] = []
+    for combination in itertools.islice(itertools.product(*choices), MAX_MEMBERS):
+        members.append([frame for part in combination for frame in part])
+    return [frames for frames in members if frames]
 
 
 def names_of(loc: ir.Location) -> list[str]:
-    """Every name in a location (NameLoc), outermost wrapper first, through fused and call sites."""
-    if isinstance(loc, ir.NameLoc):
-        return [loc.name_str, *names_of(loc.child_loc)]
-    if isinstance(loc, ir.CallSiteLoc):
-        return names_of(loc.callee) + names_of(loc.caller)
-    if isinstance(loc, ir.FusedLoc):
-        return [name for member in loc.locations for name in names_of(member)]
-    return []
+    """Every name in one frame (NameLoc), outermost wrapper first."""
+    names: list[str] = []
+    pending = [loc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ir.NameLoc):
+            names.append(current.name_str)
+            pending.append(current.child_loc)
+        elif isinstance(current, ir.CallSiteLoc):
+            pending.extend([current.caller, current.callee])
+        elif isinstance(current, ir.FusedLoc):
+            pending.extend(reversed(list(current.locations)))
+    return names
 
 
 def positions_of(loc: ir.Location) -> list[Position]:
-    """Every file:line:col in a location, innermost first, through names, fused and call sites."""
-    if isinstance(loc, ir.FileLineColLoc):
-        return [Position(loc.filename, loc.start_line, loc.start_col)]
-    if isinstance(loc, ir.NameLoc):
-        return positions_of(loc.child_loc)
-    if isinstance(loc, ir.CallSiteLoc):
-        return positions_of(loc.callee) + positions_of(loc.caller)
-    if isinstance(loc, ir.FusedLoc):
-        return [position for member in loc.locations for position in positions_of(member)]
-    return []
-
-
-def normalise(loc: ir.Location, enclosing: frozenset[str] = frozenset()) -> SourceLocation:
-    """Turn a location into a :class:`SourceLocation`, dropping a trailing enclosing-function frame."""
-    frames = strip_enclosing(frames_of(loc), enclosing)
-    names: list[str] = []
+    """Every file:line:col in one frame, innermost first, through names, fused and call sites."""
     positions: list[Position] = []
+    pending = [loc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ir.FileLineColLoc):
+            positions.append(Position(current.filename, current.start_line, current.start_col))
+        elif isinstance(current, ir.NameLoc):
+            pending.append(current.child_loc)
+        elif isinstance(current, ir.CallSiteLoc):
+            pending.extend([current.caller, current.callee])
+        elif isinstance(current, ir.FusedLoc):
+            pending.extend(reversed(list(current.locations)))
+    return positions
+
+
+def source_location(frames: list[ir.Location]) -> SourceLocation:
+    """A member from its frames."""
+    names: dict[str, None] = {}
+    positions: dict[Position, None] = {}
     for frame in frames:
-        names.extend(names_of(frame))
-        positions.extend(p for p in positions_of(frame) if p not in positions)
-    return SourceLocation(tuple(str(f) for f in frames), tuple(dict.fromkeys(names)), tuple(positions))
+        names.update(dict.fromkeys(names_of(frame)))
+        positions.update(dict.fromkeys(positions_of(frame)))
+    return SourceLocation(tuple(str(f) for f in frames), tuple(names), tuple(positions))
 
 
-def strip_enclosing(frames: list[ir.Location], enclosing: frozenset[str]) -> list[ir.Location]:
-    """Drop the outermost frame when it is the location of an enclosing function (IREE's wrapper).
+class Normaliser:
+    """Normalises locations against one program's function locations, caching by location text.
 
-    A location that is nothing but a function's location (ops the compiler created with the
-    function's location) says nothing about which op it came from: it becomes unknown.
+    The dumps repeat the same few thousand locations on every op; the cache makes each one cost a
+    print of the location and a dictionary look-up.
     """
-    if frames and str(frames[-1]) in enclosing:
-        return frames[:-1]
-    return frames
+
+    def __init__(self, enclosing: frozenset[str] = frozenset()) -> None:
+        self.enclosing = enclosing
+        self.cache: dict[str, OpLocation] = {}
+
+    def __call__(self, loc: ir.Location) -> OpLocation:
+        text = str(loc)
+        found = self.cache.get(text)
+        if found is None:
+            members = dict.fromkeys(source_location(frames) for frames in member_frames(loc, self.enclosing))
+            found = self.cache[text] = OpLocation(tuple(members))
+        return found
+
+
+def normalise(loc: ir.Location, enclosing: frozenset[str] = frozenset()) -> OpLocation:
+    """Turn a location into an :class:`OpLocation` (uncached; see :class:`Normaliser`)."""
+    return Normaliser(enclosing)(loc)

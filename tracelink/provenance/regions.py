@@ -6,9 +6,12 @@ each with the ops (and fused producers' scalar body ops) of its own call site. T
 the same dispatches, in the same order, naming the (deduplicated) export each one calls.
 
 Cost estimate used to split a dispatch's time between its source ops: each structured op costs its
-iteration-space size × its body ops; each body op's share goes to that body op's own location (that is
-where fused elementwise producers survive), or to the structured op's location when the body op has
-none of its own. The iteration space comes from ``indexing_maps`` when the op carries them; for ops
+iteration-space size × (its body ops + 1): one share for reading and writing its operands, which goes
+to the structured op's own location, and one per body op, which goes to that body op's own location
+(that is where fused elementwise producers survive), or to the structured op's location when the body
+op has none of its own. ``linalg.fill`` ops that are not the dispatch's root are *init* ops: CSE merges
+identical fills across layers and keeps one op's location, so a fill says nothing about which layer's
+work the dispatch does; they cost nothing and are kept apart from the producers. The iteration space comes from ``indexing_maps`` when the op carries them; for ops
 without maps and two inputs (named contractions/convolutions) it is sqrt(|lhs|·|rhs|·|out|), exact for
 matmuls and an under-estimate for convolutions; otherwise the largest operand's element count.
 """
@@ -23,10 +26,11 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink.provenance.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
-from tracelink.provenance.locations import SourceLocation, normalise
+from tracelink.provenance.locations import Normaliser, OpLocation
 
 STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
 NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
+INIT_OPS = ("linalg.fill",)
 CODE_OPS = ("util.func", "func.func", "util.initializer")
 
 
@@ -36,9 +40,11 @@ class DispatchRegion:
 
     function: str
     ordinal: int
-    location: SourceLocation
+    location: OpLocation
     root_op: str
-    costs: dict[SourceLocation, float] = field(default_factory=dict)
+    costs: dict[OpLocation, float] = field(default_factory=dict)
+    init: set[OpLocation] = field(default_factory=set)  # locations of init ops (fills), cost 0
+    present: set[tuple[str, ...]] = field(default_factory=set)  # frames of every location member of every op in it
     export: str | None = None
 
 
@@ -71,24 +77,29 @@ def body_ops(op: ir.Operation) -> list[ir.Operation]:
     return [child for child in walk(op) if not child.name.endswith("yield")]
 
 
-def region_costs(region_op: ir.Operation, enclosing: frozenset[str]) -> tuple[dict[SourceLocation, float], str]:
-    """Cost per source location in one dispatch region, and the name of its heaviest op at its own location."""
-    own = normalise(region_op.location, enclosing)
-    costs: dict[SourceLocation, float] = defaultdict(float)
-    heaviest: tuple[float, str] = (-1.0, "")
+def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegion:
+    """One dispatch region's costs per source location, init ops and heaviest op at its own location."""
+    own = normalise(region_op.location)
+    region = DispatchRegion("", 0, own, "unknown")
+    costs: dict[OpLocation, float] = defaultdict(float)
+    heaviest = -1.0
     for op in structured_ops(region_op):
+        op_location = normalise(op.location)
+        if op.name in INIT_OPS and op_location != own:
+            region.init.add(op_location)
+            continue
         space = iteration_space(op)
-        op_location = normalise(op.location, enclosing)
         scalar_ops = body_ops(op)
+        costs[op_location] += space
         for scalar in scalar_ops:
-            scalar_location = normalise(scalar.location, enclosing)
+            scalar_location = normalise(scalar.location)
             costs[scalar_location if scalar_location.known else op_location] += space
-        if not scalar_ops:
-            costs[op_location] += space
-        weight = space * max(1, len(scalar_ops))
-        if op_location == own and weight > heaviest[0]:
-            heaviest = (weight, op.name)
-    return dict(costs), heaviest[1] or "unknown"
+        weight = space * (len(scalar_ops) + 1)
+        if op_location == own and weight > heaviest:
+            heaviest, region.root_op = weight, op.name
+    region.costs = dict(costs)
+    region.present = {member.frames for op in walk(region_op) for member in normalise(op.location).members}
+    return region
 
 
 def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
@@ -109,7 +120,7 @@ def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def read_regions(dispatch_creation: Path, flow: Path, enclosing: frozenset[str], context: ir.Context | None = None) -> list[DispatchRegion]:
+def read_regions(dispatch_creation: Path, flow: Path, normalise: Normaliser, context: ir.Context | None = None) -> list[DispatchRegion]:
     """Every dispatch region with its costs per location, and the export the flow phase gives it."""
     context = context or new_context()
     regions: list[DispatchRegion] = []
@@ -119,8 +130,9 @@ def read_regions(dispatch_creation: Path, flow: Path, enclosing: frozenset[str],
         ordinal = 0
         for op in walk(code_op):
             if op.name == "flow.dispatch.workgroups":
-                costs, root_op = region_costs(op, enclosing)
-                regions.append(DispatchRegion(code_name, ordinal, normalise(op.location, enclosing), root_op, costs))
+                region = region_costs(op, normalise)
+                region.function, region.ordinal = code_name, ordinal
+                regions.append(region)
                 ordinal += 1
     exports: dict[tuple[str, int], str] = {}
     outlined = parse_file(flow, context)

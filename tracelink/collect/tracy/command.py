@@ -18,7 +18,8 @@ from rich.table import Table
 from tracelink import TracelinkError
 from tracelink.collect.tracy.decoder import TracyCapture, read_capture
 from tracelink.collect.tracy.views import tracy_events
-from tracelink.pipeline import assemble_profile, print_summary, publish_profile
+from tracelink.pipeline import assemble_profile, publish_profile
+from tracelink.report.summary import print_summary
 from tracelink.profile_dir import Profile, load_profile
 
 ZONES_FILE = "zones.parquet"

@@ -1,0 +1,92 @@
+"""The summary `tracelink profile` prints: hottest lines of the user's code, hottest dispatches, coverage.
+
+Lines are ranked by self time in the user view (library frames folded into the user's line calling
+them), dispatches by their median × count (a robust total: one slow outlier cannot put a dispatch on
+top). Paths are shown relative to the files' common folder and cut from the left, so the line number
+always shows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tracelink.profile_dir import Profile
+from tracelink.report.fmt import ns, pct
+
+PATH_WIDTH = 44
+
+
+def short_paths(paths: list[str], width: int = PATH_WIDTH) -> dict[str, str]:
+    """Each path relative to the common folder of all of them (the file name alone for one file), cut from the left."""
+    distinct = sorted({p for p in paths if p})
+    if not distinct:
+        return {}
+    if len(distinct) == 1:
+        root = os.path.dirname(distinct[0])
+    else:
+        root = os.path.commonpath(distinct) if all(p.startswith("/") for p in distinct) else ""
+    shown = {}
+    for path in distinct:
+        relative = os.path.relpath(path, root) if root and root != "/" else path
+        shown[path] = relative if len(relative) <= width else "…" + relative[-(width - 1):]
+    return shown
+
+
+def op_kinds(profile: Profile, ops: str, limit: int = 2) -> str:
+    """The distinct input op kinds of a line's source ops (``linalg.matmul``, ``onnx.Conv``)."""
+    names = profile.source_ops.set_index("op")["op_names"] if not profile.source_ops.empty else pd.Series(dtype=str)
+    kinds = list(dict.fromkeys(kind for op in str(ops).split(";") if op in names.index for kind in str(names[op]).split(", ") if kind and kind != "nan"))
+    return ", ".join(kinds[:limit]) + (f" +{len(kinds) - limit}" if len(kinds) > limit else "")
+
+
+def print_summary(result: Profile, console: Console, top: int = 10) -> None:
+    """The hottest source lines and dispatches, and the coverage figures."""
+    summary = result.summary
+    cover = summary["coverage"]
+    iterations = max(int(summary["iterations"]), 1)
+    initializer = cover.get("call_sites_initializer", 0)
+    console.print(
+        f"[bold]{escape(Path(summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
+        f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration; "
+        f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
+        f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
+        + (f"; {initializer} more run once at load (not timed)" if initializer else "")
+    )
+    lines = result.source_lines
+    if not lines.empty:
+        hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
+        shown = short_paths(list(hot["file"]))
+        table = Table(title="Hottest source lines (self time; library frames count for the line calling them)", title_justify="left")
+        for column in ("line", "self", "per iteration", "inclusive", "ops", "call sites"):
+            table.add_column(column, justify="left" if column in ("line", "ops", "call sites") else "right", no_wrap=column == "line")
+        for row in hot.itertuples():
+            sites = str(row.call_site_ids or "").split(";")
+            table.add_row(
+                escape(f"{shown.get(row.file, row.file)}:{row.line}"), pct(row.user_self_share), ns(row.user_self_ns / iterations),
+                pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
+            )
+        console.print(table)
+    dispatches = Table(title="Hottest dispatches (by median × count)", title_justify="left")
+    for column in ("#", "export", "root op", "median", "p90", "share", "noisy"):
+        dispatches.add_column(column, justify="left" if column in ("export", "root op") else "right")
+    sites = result.call_sites
+    ranked = sites.assign(robust=sites["median_ns"] * sites["count"]).sort_values("robust", ascending=False, kind="stable")
+    for row in ranked.head(top).itertuples():
+        dispatches.add_row(
+            str(row.call_site), escape(row.export), escape(row.root_op), ns(row.median_ns), ns(row.p90_ns), pct(row.share),
+            "yes" if bool(row.noisy) else "",
+        )
+    console.print(dispatches)
+    audit = cover["audit_counts"]
+    reasons = cover.get("audit_reasons", {})
+    console.print(
+        "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
+        + "".join(f"\n  {count} {escape(reason)}" for reason, count in reasons.items())
+        + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
+    )
