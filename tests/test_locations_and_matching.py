@@ -20,7 +20,7 @@ def test_callsite_frames_names_and_positions():
     (loc,) = normalise(location('loc(callsite("blk.conv"("net.py":13:15) at callsite("net.py":41:13 at "main.py":7:1)))')).members
     assert loc.names == ("blk.conv",)
     assert loc.positions == (Position("net.py", 13, 15), Position("net.py", 41, 13), Position("main.py", 7, 1))
-    assert loc.display() == "blk.conv @ net.py:13:15 ← main.py:7:1"
+    assert loc.display() == "blk.conv @ net.py:13:15 ← net.py:41:13 ← main.py:7:1"
 
 
 def test_enclosing_function_wrapper_is_stripped_and_alone_is_unknown():

@@ -186,7 +186,7 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
         data = graph.nodes[node]
         rows.append({
             "op": node, "label": data["label"], "name": data["name"], "file": data["file"], "line": data["line"], "col": data["col"],
-            "op_names": data["op_names"], "in_input": data["in_input"], "compute": data["compute"],
+            "op_names": data["op_names"], "op_kinds": data.get("op_kinds", ""), "in_input": data["in_input"], "compute": data["compute"],
             "root_of": ";".join(fed.get((node, "root"), [])),
             "producer_in": ";".join(fed.get((node, "producer"), [])),
             "lines": ";".join(op_lines(graph, node)),

@@ -42,7 +42,7 @@
     var at = name.indexOf('dispatch_');
     return at > 0 ? name.slice(at) : name;
   }
-  var ROLE = { r: 'root', p: 'producer' };
+  var ROLE = { r: 'root', p: 'producer', i: 'init' };
 
   // Marks: classes added by one kind of selection, removed together.
   function Marks() { this.items = []; }

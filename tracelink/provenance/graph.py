@@ -59,7 +59,9 @@ def build_graph(
             add_source_op(graph, index, op.location, in_input=True)
         node = graph.nodes[index.ids[op.location]]
         node["op_names"] = join_unique(node["op_names"], op.op_name)
-        node["compute"] = node["compute"] or op.compute
+        if op.compute:
+            node["compute"] = True
+            node["op_kinds"] = join_unique(node["op_kinds"], op.op_name)
     for name, info in exports.items():
         graph.add_node(f"exe:{info.executable}", kind="executable", label=info.executable)
         graph.add_node(
@@ -90,7 +92,7 @@ def add_source_op(graph: nx.DiGraph, index: SourceOpIndex, location: OpLocation,
         frames=json.dumps(list(first.frames)),
         members=json.dumps([{"frames": list(m.frames), "positions": [str(p) for p in m.positions]} for m in location.members]),
         positions=json.dumps(list(dict.fromkeys(str(p) for m in location.members for p in m.positions))),
-        op_names="", in_input=in_input, compute=False,
+        op_names="", op_kinds="", in_input=in_input, compute=False,
     )
     return node
 
@@ -110,7 +112,7 @@ def resolve_member(graph: nx.DiGraph, index: SourceOpIndex, member: SourceLocati
     node = add_source_op(graph, index, OpLocation((member,)), in_input=False)
     if inlined_from is not None:
         origin = graph.nodes[inlined_from]
-        graph.nodes[node].update(op_names=origin["op_names"], compute=origin["compute"], inlined_from=inlined_from)
+        graph.nodes[node].update(op_names=origin["op_names"], op_kinds=origin["op_kinds"], compute=origin["compute"], inlined_from=inlined_from)
     return node
 
 

@@ -55,11 +55,18 @@ class SourceLocation:
         return self.names[0] if self.names else None
 
     def display(self) -> str:
-        """Short text for tables: ``name @ file:line:col``, plus ``← caller`` for call stacks."""
-        where = str(self.positions[0]) if self.positions else (self.frames[0] if self.frames else "unknown")
-        if len(self.frames) > 1 and len(self.positions) > 1:
-            where += f" ← {self.positions[-1]}"
-        return f"{self.name} @ {where}" if self.name and self.positions else where
+        """Text for tables: ``name @ file:line:col``, then the callers (``← caller``), innermost first.
+
+        Up to four positions are shown whole; a deeper stack shows its two innermost and its outermost,
+        so two ops called through different middle frames still read differently where it matters.
+        """
+        if not self.positions:
+            return self.frames[0] if self.frames else "unknown"
+        shown = [str(p) for p in self.positions]
+        if len(shown) > 4:
+            shown = [*shown[:2], "…", shown[-1]]
+        where = " ← ".join(shown)
+        return f"{self.name} @ {where}" if self.name else where
 
 
 @dataclass(frozen=True)

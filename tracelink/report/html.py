@@ -164,7 +164,7 @@ def summary_section(main, model: ReportModel) -> None:
     left = el(columns, "div")
     el(left, "h3", None, "Hottest source lines")
     hot_lines = hottest_lines(model, 12)
-    body = grid_table(left, ("lines", "share (inclusive)", "per iteration", "dispatches", "ops"))
+    body = grid_table(left, ("lines", "self share", "per iteration", "dispatches", "ops"))
     for same in hot_lines:
         line = same[0]
         row = el(body, "tr")
@@ -242,7 +242,7 @@ def short_loc(loc: str, limit: int = 48) -> str:
 def source_section(main, model: ReportModel) -> None:
     node = section(
         main, "source", "Source",
-        "Each line's share of dispatch time (inclusive: an op counts for every line of its call stack and fused members). "
+        "Each line's self share of dispatch time: an op's time is split between the members of its fused location, each part on its innermost line. "
         "Click a line to see the dispatches it feeds (root op or fused producer) and the lines fused with it.",
     )
     if not model.files:
@@ -561,7 +561,7 @@ def audit_section(main, model: ReportModel) -> None:
 
 
 def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
-    role_code = {"root": "r", "producer": "p"}
+    role_code = {"root": "r", "producer": "p", "init": "i"}
     lines = {
         key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
         for key, line in model.lines.items()

@@ -1,11 +1,12 @@
 """What the report shows, computed from a profile: files and their hot lines, ops, call sites, executables.
 
 Everything here is plain data (dicts, lists, numbers, text); :mod:`tracelink.report.html` turns it
-into markup and the viewer's JSON. A *line* is one line of one shown file; its time is the sum of the
-times of the distinct source ops at that line (inclusive, like ``source_lines.csv``: an op counts for
-every line of its call stack and fused members). Ops reach a line two ways: a position of their
-location (``file:line:col``, Python frames included), or, in the input program, the line their text is
-written on (so ops located only by a name, e.g. ONNX node names, still light up the program).
+into markup and the viewer's JSON. A *line* is one line of one shown file; its time is the *self*
+time of the source ops at that line, as in ``source_lines.csv`` (an op's time split between its fused
+members, each member's part on its innermost line), and its inclusive time counts every line of an op's
+call stack. Ops reach a line two ways: a position of their location (``file:line:col``, Python frames
+included), or, in the input program, the line their text is written on (so ops located only by a
+name, e.g. ONNX node names, still light up the program: their whole time is that line's).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from tracelink.aggregate import op_line_shares
+from tracelink.options import LIBRARY_GLOBS
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
 from tracelink.provenance.ir_utils import new_context
@@ -45,9 +48,10 @@ class Line:
     number: int
     ops: list[str] = field(default_factory=list)
     call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer"
-    total_ns: float = 0.0
+    total_ns: float = 0.0  # self time
     mean_ns: float = 0.0
     share: float = 0.0
+    inclusive_share: float = 0.0
 
 
 @dataclass
@@ -145,7 +149,7 @@ def build_model(profile: Profile) -> ReportModel:
     summary = profile.summary
     program = str(summary.get("program", ""))
     context = new_context()
-    by_frames = {data["frames"]: node for node, data in graph.nodes(data=True) if data.get("kind") == "source_op"}
+    by_frames = member_keys(graph)
     program_ops, enclosing = program_text_ops(Path(program), context) if program else (None, frozenset())
 
     ops = op_table(profile, graph)
@@ -163,6 +167,16 @@ def build_model(profile: Profile) -> ReportModel:
     )
     model.gains = gain_data(model)  # matched through the model's ops and lines
     return model
+
+
+def member_keys(graph: nx.DiGraph) -> dict[str, str]:
+    """Source-op node by the frames (as JSON) of each member of its location; the first op holding a member wins."""
+    keys: dict[str, str] = {}
+    for node, data in graph.nodes(data=True):
+        if data.get("kind") == "source_op":
+            for member in json.loads(data.get("members") or "[]") or [{"frames": json.loads(data["frames"])}]:
+                keys.setdefault(json.dumps(member["frames"]), node)
+    return keys
 
 
 def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
@@ -195,6 +209,13 @@ def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[lis
         return files[path]
 
     at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
+    # (op, shown file, line) -> [self fraction, inclusive fraction] of the op's time
+    fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    library = tuple(profile.summary.get("library_frames") or LIBRARY_GLOBS)
+    for row in op_line_shares(graph, library).itertuples():
+        target = program if program and same_file(row.file, program) else row.file
+        fractions[(row.op, target, row.line)][0] += row.self
+        fractions[(row.op, target, row.line)][1] += row.inclusive
     if program:
         program_file = file_of(program, True)
         program_file.text = read_lines(Path(program), limit=64_000_000)
@@ -203,6 +224,8 @@ def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[lis
                 node = next((by_frames[key] for key in text_op.keys if key in by_frames), None)
                 if node is not None and text_op.line > 0:
                     at_line[(program, text_op.line)][node] = None
+                    if not ops[node]["positions"]:  # located by a name only: its text line is its line
+                        fractions[(node, program, text_op.line)] = [1.0, 1.0]
     for node, op in ops.items():
         for path, number in op["positions"]:
             target = program if program and same_file(path, program) else path
@@ -217,9 +240,11 @@ def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[lis
         line = Line(key="", file=0, number=number, ops=list(nodes))
         for node in nodes:
             op = ops[node]
-            line.total_ns += op["total_ns"]
-            line.mean_ns += op["mean_ns"]
-            line.share += op["share"]
+            own, inclusive = fractions.get((node, path, number), (0.0, 0.0))
+            line.total_ns += op["total_ns"] * own
+            line.mean_ns += op["mean_ns"] * own
+            line.share += op["share"] * own
+            line.inclusive_share += op["share"] * inclusive
             for index, role in op["call_sites"]:
                 if line.call_sites.get(index) != "root":
                     line.call_sites[index] = role

@@ -70,24 +70,13 @@ def strip_locations(text: str) -> str:
 
 
 def location_keys(loc: ir.Location, enclosing: frozenset[str]) -> list[str]:
-    """Frames keys (as the provenance graph stores them) a location may match: itself, then its fused members."""
+    """Frame keys (as the provenance graph stores each member's frames) a location may match, one per member."""
     keys = []
-    for located in [normalise(loc, enclosing)] + [normalise(member, enclosing) for member in fused_members(loc)]:
-        if located.known:
-            keys.append(json.dumps(list(located.frames)))
-            if not enclosing and len(located.frames) > 1:  # program unknown: IREE's outer frame may still be there
-                keys.append(json.dumps(list(located.frames[:-1])))
+    for member in normalise(loc, enclosing).members:
+        keys.append(json.dumps(list(member.frames)))
+        if not enclosing and len(member.frames) > 1:  # program unknown: IREE's outer frame may still be there
+            keys.append(json.dumps(list(member.frames[:-1])))
     return list(dict.fromkeys(keys))
-
-
-def fused_members(loc: ir.Location) -> list[ir.Location]:
-    """Members of a fused location, looking through call-site wrappers around it."""
-    if isinstance(loc, ir.FusedLoc):
-        return list(loc.locations)
-    if isinstance(loc, ir.CallSiteLoc):
-        inner = fused_members(loc.callee)
-        return [ir.Location.callsite(member, [loc.caller]) for member in inner] if inner else []
-    return []
 
 
 def text_ops(text: str, enclosing: frozenset[str] | None, context: ir.Context | None = None, path: Path | None = None) -> list[TextOp] | None:

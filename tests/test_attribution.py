@@ -1,0 +1,217 @@
+"""Attribution invariants on every real program, checked against an independent reading of IREE's output.
+
+Each workload in ../shared/workloads (the MLIR ones; raw .onnx files need the ONNX importer) and each
+example is profiled for real. The checks do not use tracelink's provenance code: they parse the input
+program and the ``hal`` / ``dispatch-creation`` phase dumps here, with the MLIR bindings, and compare
+with what the runtime measured (the HAL collector's events).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from iree.compiler import ir
+
+from tests.conftest import EXAMPLES, WORKLOADS, run_profile
+
+RUNS = {  # program: function, inputs, parameters — as ../shared/workloads/README.md runs them
+    "jax_flax_mnist_mlp_locs": ("main", [], []),
+    "braggnn_torch": ("forward", ["1x1x11x11xf32=0.5"], []),
+    "mnist_mlp_trained": ("predict", ["1x28x28x1xf32=0.5"], []),
+    "clip_text_toy_f32": ("forward_bs4", ["4x17xi64=1"], [f"model={WORKLOADS / 'clip_text_toy_f32.irpa'}"]),
+    "onnx_light_squeezenet_nodelocs": ("squeezenet_old", [], []),
+    "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], []),
+    "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
+}
+PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
+REPETITIONS = 3
+
+
+def test_every_shared_mlir_workload_is_covered():
+    assert {p.stem for p in WORKLOADS.glob("*.mlir")} == set(RUNS)
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    base = tmp_path_factory.mktemp("attribution")
+    found = {}
+    for name, program in PROGRAMS.items():
+        function, inputs, parameters = RUNS.get(name, (None, [], []))
+        found[name] = run_profile(program, base / name, function=function, inputs=inputs, parameters=parameters, repetitions=REPETITIONS)
+    return found
+
+
+# Independent reading ------------------------------------------------------------------------------
+
+
+def positions(loc: ir.Location) -> list[tuple[str, int]]:
+    """(file, line) of every FileLineColLoc in a location, innermost first (a plain walk of the typed classes)."""
+    if isinstance(loc, ir.FileLineColLoc):
+        return [(loc.filename, loc.start_line)]
+    if isinstance(loc, ir.NameLoc):
+        return positions(loc.child_loc)
+    if isinstance(loc, ir.CallSiteLoc):
+        return positions(loc.callee) + positions(loc.caller)
+    if isinstance(loc, ir.FusedLoc):
+        return [p for member in loc.locations for p in positions(member)]
+    return []
+
+
+def members(loc: ir.Location) -> list[ir.Location]:
+    """The members of a fused location (looking through call-site wrappers), else the location itself."""
+    if isinstance(loc, ir.CallSiteLoc):
+        inner = members(loc.callee)
+        return inner if len(inner) > 1 else [loc]
+    if isinstance(loc, ir.FusedLoc):
+        return [m for member in loc.locations for m in members(member)]
+    return [loc]
+
+
+def all_ops(op: ir.Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                yield child.operation
+                yield from all_ops(child.operation)
+
+
+class InputReading:
+    """The input program's own lines: where functions start and where ops are written."""
+
+    def __init__(self, program: Path, context: ir.Context) -> None:
+        module = ir.Module.parseFile(str(program), context)
+        self.path = str(program)
+        self.function_lines = {p for op in module.body.operations if op.operation.name in ("func.func", "util.func") for p in positions(op.operation.location)}
+        self.op_lines = {p for top in module.body.operations for op in all_ops(top.operation) for p in positions(op.location)}
+
+
+def dispatch_export(op: ir.Operation) -> str:
+    """The export a ``hal.command_buffer.dispatch`` calls (``@exe::@variant::@export`` → ``export``)."""
+    lookup = next(v.owner for v in op.operands if getattr(v.owner, "name", "") == "hal.executable.lookup.function")
+    return str(lookup.attributes["entry_point"]).rsplit("@", 1)[-1]
+
+
+class PhaseReading:
+    """The dispatches of the ``hal`` phase and the op positions inside each ``dispatch-creation`` region."""
+
+    def __init__(self, phases: Path, context: ir.Context) -> None:
+        hal = ir.Module.parseFile(str(next(phases.glob("*.hal.mlir"))), context)
+        dispatches = [op for op in all_ops(hal.operation) if op.name == "hal.command_buffer.dispatch"]
+        self.dispatch_locations = [op.location for op in dispatches]
+        self.dispatch_exports = [dispatch_export(op) for op in dispatches]
+        created = ir.Module.parseFile(str(next(phases.glob("*.dispatch-creation.mlir"))), context)
+        self.regions = [
+            (set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)})
+            for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"
+        ]
+
+
+@pytest.fixture(scope="module")
+def readings(profiles):
+    context = ir.Context()
+    context.allow_unregistered_dialects = True
+    return {
+        name: (InputReading(PROGRAMS[name], context), PhaseReading(profile.directory / "artifacts" / "phases", context))
+        for name, profile in profiles.items()
+    }
+
+
+def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
+    return {(row.file, int(row.line)) for row in frame.itertuples() if getattr(row, column) > 0}
+
+
+# Invariants ---------------------------------------------------------------------------------------
+
+NAMES = list(PROGRAMS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_call_sites_are_the_hal_dispatches_and_the_runtime_ran_each_run_site_once_per_iteration(profiles, readings, name):
+    profile = profiles[name]
+    _, phases = readings[name]
+    assert len(profile.call_sites) == len(phases.dispatch_locations)
+    run = profile.call_sites[profile.call_sites["phase"] == "run"]
+    events = profile.events
+    per_iteration = events.groupby("iteration").size()
+    assert (per_iteration == len(run)).all() and len(per_iteration) == REPETITIONS
+    assert events["call_site"].notna().all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_root_location_of_every_run_call_site_has_self_time(profiles, readings, name):
+    profile = profiles[name]
+    source, phases = readings[name]
+    self_lines = lines_with(profile.source_lines, "total_ns")
+    # Dispatches the runtime ran every iteration: exports it ran as often per iteration as the hal
+    # phase dispatches them (an export also used by an initializer is left out).
+    ran = profile.events.groupby("export").size() / REPETITIONS
+    written = pd.Series(phases.dispatch_exports).value_counts()
+    every_iteration = {export for export, count in ran.items() if written.get(export) == count}
+    assert every_iteration, "the runtime ran none of the hal phase's dispatches"
+    for loc, export in zip(phases.dispatch_locations, phases.dispatch_exports):
+        if export not in every_iteration:
+            continue
+        for member in members(loc):
+            innermost = [p for p in positions(member) if p not in source.function_lines][:1]
+            for line in innermost:
+                assert line in self_lines, (index, line)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_only_lines_holding_an_input_op_have_time(profiles, readings, name):
+    profile = profiles[name]
+    source, _ = readings[name]
+    in_program = profile.source_lines[profile.source_lines["file"] == source.path]
+    timed = lines_with(in_program, "total_ns") | lines_with(in_program, "inclusive_ns")
+    assert not timed & source.function_lines, "a func.func header line got time"
+    assert timed <= source.op_lines, timed - source.op_lines
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_self_times_add_up_to_the_measured_total(profiles, name):
+    profile = profiles[name]
+    measured = float(profile.events["duration_ns"].sum())
+    assert profile.source_ops["total_ns"].sum() == pytest.approx(measured, rel=1e-9)
+    with_lines = profile.summary["coverage"]["dispatch_time_with_source_lines_share"]
+    if with_lines == 1.0:
+        assert profile.source_lines["total_ns"].sum() == pytest.approx(measured, rel=1e-9)
+    else:  # ONNX node names: no file:line anywhere
+        assert name == "onnx_light_squeezenet_nodelocs" and profile.source_lines["total_ns"].sum() == 0
+    assert (profile.source_lines["inclusive_ns"] >= profile.source_lines["total_ns"] - 1e-6).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_input_op_is_one_source_op(profiles, name):
+    ops = profiles[name].source_ops
+    assert not ops["label"].duplicated().any(), ops.loc[ops["label"].duplicated(keep=False), "label"].tolist()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_root_of_a_dispatch_is_reported_without_dispatch(profiles, name):
+    profile = profiles[name]
+    run = profile.call_sites[profile.call_sites["phase"] == "run"]
+    roots = {op for ops in run["root_ops"] for op in str(ops).split(";") if op}
+    missing = {finding["op"] for finding in profile.summary["audit"]["ops_without_dispatch"]}
+    assert not roots & missing
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name):
+    profile = profiles[name]
+    _, phases = readings[name]
+    graph = profile.graph
+
+    def node_lines(node: str) -> set[tuple[str, int]]:
+        return {(p.rsplit(":", 2)[0], int(p.rsplit(":", 2)[1])) for p in json.loads(graph.nodes[node]["positions"])}
+
+    for source, target, data in graph.edges(data=True):
+        if data.get("role") != "producer":
+            continue
+        root_lines = set().union(*(node_lines(op) for op, _, edge in graph.in_edges(target, data=True) if edge.get("role") == "root"))
+        bodies = set().union(*(body for own, body in phases.regions if own & root_lines))
+        producer_lines = node_lines(source)
+        if producer_lines:
+            assert producer_lines & bodies, (name, target, graph.nodes[source]["label"])
