@@ -111,7 +111,7 @@ def profile(
         "repetitions": options.repetitions,
         "warmup": options.warmup,
         "timings_s": timings,
-    }
+    } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones)
     stage("aggregate", started)
     started = time.perf_counter()
