@@ -50,17 +50,17 @@ class Rebuilt:
 
 @dataclass
 class _Executions:
-    """One entry per execution (or per zone, before grouping): parallel arrays."""
+    """One entry per execution: parallel arrays."""
 
     iteration: np.ndarray  # int64 window of the iteration
     export: np.ndarray  # int64 position in the list of distinct exports
     start: np.ndarray  # int64 ns
     end: np.ndarray  # int64 ns
     tiles: np.ndarray  # int64 ns of tile time
-    threads: np.ndarray  # (n, words) uint64 bit set of the threads that ran it
+    threads: np.ndarray  # (n, words) unsigned bit set of the threads that ran it
 
     def take(self, index: np.ndarray) -> _Executions:
-        """The entries at ``index`` (an integer or boolean array)."""
+        """The entries at ``index`` (an integer array)."""
         return _Executions(*(getattr(self, field.name)[index] for field in fields(self)))
 
     def reduce(self, first: np.ndarray) -> _Executions:
@@ -71,6 +71,20 @@ class _Executions:
             tiles=np.add.reduceat(self.tiles, first), threads=np.bitwise_or.reduceat(self.threads, first, axis=0),
         )
 
+
+@dataclass
+class _Zones:
+    """The dispatch zones of the exports, in start order: small arrays, one entry per zone."""
+
+    row: np.ndarray  # int32 row in the capture's zones table
+    start: np.ndarray  # int64 ns
+    export: np.ndarray  # int16 position in the list of distinct exports
+    iteration: np.ndarray  # int64 window of the iteration, -1 outside every one
+
+    def inside(self) -> _Zones:
+        """The zones in an iteration."""
+        keep = self.iteration >= 0
+        return _Zones(self.row[keep], self.start[keep], self.export[keep], self.iteration[keep])
 
 
 def rebuild_executions(capture: TracyCapture, call_site_exports: Sequence[str]) -> Rebuilt:
@@ -89,8 +103,7 @@ def rebuild_executions(capture: TracyCapture, call_site_exports: Sequence[str]) 
     time split evenly. Everything is computed with sorts and segment reductions over arrays.
     """
     exports = list(call_site_exports)
-    distinct = sorted(set(exports))
-    zones, names = _dispatch_zone_arrays(capture, distinct)
+    zones, names = _dispatch_zones(capture, sorted(set(exports)))
     if not len(zones.start):
         return Rebuilt(make_events([]), 0)
     windows = _windows(capture, INVOKE_ZONE)
@@ -98,35 +111,30 @@ def rebuild_executions(capture: TracyCapture, call_site_exports: Sequence[str]) 
         events = _frame(_merge_regions(capture, zones), names, capture).sort_values("start_ns", kind="stable", ignore_index=True)
         return Rebuilt(match_call_sites(events, exports), 0)
     zones.iteration = _window_of(windows, zones.start)
-    inside = zones.iteration >= 0
-    outside = int((~inside).sum())
-    if outside == len(inside):
+    outside = int((zones.iteration < 0).sum())
+    if outside == len(zones.start):
         return Rebuilt(make_events([]), outside)
-    events = _assign_call_sites(_merge_regions(capture, zones.take(inside)), names, exports, capture)
+    zones = zones.inside()
+    events = _assign_call_sites(_merge_regions(capture, zones), names, exports, capture)
     # iterations numbered from 0 in time order, whatever windows the zones fell in
     events["iteration"] = pd.array(pd.factorize(events["iteration"], sort=True)[0], dtype="Int64")
     return Rebuilt(events, outside)
 
 
-def _dispatch_zone_arrays(capture: TracyCapture, exports: list[str]) -> tuple[_Executions, list[str]]:
-    """The finished zones named after one of ``exports``, in start order, with their threads as bit
-    sets; and the export name of each export position."""
+def _dispatch_zones(capture: TracyCapture, exports: list[str]) -> tuple[_Zones, list[str]]:
+    """The finished zones named after one of ``exports``, in start order (all in one iteration, -1,
+    for now); and the name of each export position."""
     zones = capture.zones
     name = zones["name"].cat
     wanted = np.append(np.isin(name.categories.to_numpy(dtype=object), exports), False)  # code -1: no name
     codes = name.codes.to_numpy()
-    selected = np.flatnonzero(wanted[codes] & zones["duration_ns"].notna().to_numpy())
-    start = zones["start_ns"].to_numpy()[selected]
+    row = np.flatnonzero(wanted[codes] & zones["duration_ns"].notna().to_numpy()).astype(np.int32)
+    start = zones["start_ns"].to_numpy()[row]
     order = np.argsort(start, kind="stable")
-    selected, start = selected[order], start[order]
-    names = name.categories[np.unique(codes[selected])].tolist()
-    export = np.searchsorted(name.categories.get_indexer(names), codes[selected])
-    duration = zones["duration_ns"].to_numpy(dtype=np.int64, na_value=0)[selected]
-    thread = zones["thread"].cat.codes.to_numpy()[selected].astype(np.int64)
-    words = max(1, -(-len(zones["thread"].cat.categories) // 64))
-    threads = np.zeros((len(selected), words), dtype=np.uint64)
-    threads[np.arange(len(selected)), thread // 64] = np.left_shift(np.uint64(1), (thread % 64).astype(np.uint64))
-    return _Executions(np.zeros(len(selected), np.int64), export, start, start + duration, duration, threads), names
+    row, start = row[order], start[order]
+    used = np.unique(codes[row])
+    export = np.searchsorted(used, codes[row]).astype(np.int16)
+    return _Zones(row, start, export, np.zeros(len(row), np.int64)), name.categories[used].tolist()
 
 
 def _windows(capture: TracyCapture, zone_name: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -152,28 +160,60 @@ def _window_of(windows: tuple[np.ndarray, np.ndarray], start: np.ndarray) -> np.
     return np.where(inside, index, -1)
 
 
-def _segment_starts(*keys: np.ndarray) -> np.ndarray:
-    """Where each run of equal ``keys`` begins in arrays sorted by them."""
-    if not len(keys[0]):
-        return np.empty(0, np.int64)
-    changed = np.zeros(len(keys[0]), dtype=bool)
-    changed[0] = True
-    for key in keys:
-        changed[1:] |= key[1:] != key[:-1]
-    return np.flatnonzero(changed)
-
-
-def _merge_regions(capture: TracyCapture, zones: _Executions) -> _Executions:
-    """One execution per iteration, export and region instance, in time order within each iteration
-    and export. A zone outside every region (e.g. local-sync runs inline) is an execution of its own."""
+def _merge_regions(capture: TracyCapture, zones: _Zones) -> _Executions:
+    """One execution per iteration, export and region instance, sorted by iteration, export and start.
+    A zone outside every region (e.g. local-sync runs inline) is an execution of its own."""
     windows = _windows(capture, REGION_ZONE)
     region = _window_of(windows, zones.start) if windows is not None else np.full(len(zones.start), -1)
-    # zones outside regions get keys of their own, past every region's
-    region = np.where(region >= 0, region, len(zones.start) + np.arange(len(zones.start)))
-    order = np.lexsort((region, zones.export, zones.iteration))
-    zones = zones.take(order)
-    executions = zones.reduce(_segment_starts(zones.iteration, zones.export, region[order]))
+    # Zones are in start order and windows do not overlap, so the zones of one region instance are
+    # contiguous: number the runs (a zone outside regions, or a new iteration, starts a run of its own).
+    key = np.cumsum(_changes(region, zones.iteration) | (region < 0))
+    del region  # every per-zone array is freed as soon as it is used: millions of zones
+    key *= int(zones.export.max()) + 1
+    key += zones.export
+    order = np.argsort(key, kind="stable")
+    first = _segment_starts(key[order])
+    del key
+    row = zones.row[order]
+    iteration, export = zones.iteration[order[first]], zones.export[order[first]].astype(np.int64)
+    start = zones.start[order]
+    del order
+    table = capture.zones
+    duration = table["duration_ns"].array[row].to_numpy(dtype=np.int64)
+    tiles = np.add.reduceat(duration, first)
+    duration += start  # now the zones' ends
+    executions = _Executions(
+        iteration=iteration, export=export, start=np.minimum.reduceat(start, first),
+        end=np.maximum.reduceat(duration, first), tiles=tiles,
+        threads=np.bitwise_or.reduceat(_thread_bits(table["thread"].array, row), first, axis=0),
+    )
     return executions.take(np.lexsort((executions.start, executions.export, executions.iteration)))
+
+
+def _changes(*keys: np.ndarray) -> np.ndarray:
+    """True where any of ``keys`` differs from the entry before (and at the first entry)."""
+    changed = np.zeros(len(keys[0]), dtype=bool)
+    changed[:1] = True
+    for key in keys:
+        changed[1:] |= key[1:] != key[:-1]
+    return changed
+
+
+def _segment_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal ``keys`` begins in arrays sorted by them."""
+    return np.flatnonzero(_changes(*keys))
+
+
+def _thread_bits(threads: pd.Categorical, row: np.ndarray) -> np.ndarray:
+    """The thread of each zone at ``row`` as a one-bit set, bit i for category i: (n, words) of the
+    smallest unsigned type holding every thread (a few threads: one byte per zone)."""
+    count = len(threads.categories)
+    dtype = next((np.dtype(t) for t in (np.uint8, np.uint16, np.uint32) if count <= 8 * np.dtype(t).itemsize), np.dtype(np.uint64))
+    width = 8 * dtype.itemsize
+    code = threads.codes[row]
+    bits = np.zeros((len(row), max(1, -(-count // width))), dtype=dtype)
+    bits[np.arange(len(row)), code // width] = np.left_shift(dtype.type(1), (code % width).astype(dtype))
+    return bits
 
 
 def _assign_call_sites(executions: _Executions, names: list[str], exports: list[str], capture: TracyCapture) -> pd.DataFrame:
@@ -230,7 +270,8 @@ def _frame(executions: _Executions, names: list[str], capture: TracyCapture) -> 
 
 def _bits(mask: np.ndarray) -> list[int]:
     """The positions of the set bits of a multi-word bit set."""
-    return [64 * word + bit for word, value in enumerate(mask.tolist()) for bit in range(64) if value >> bit & 1]
+    width = 8 * mask.dtype.itemsize
+    return [width * word + bit for word, value in enumerate(mask.tolist()) for bit in range(width) if value >> bit & 1]
 
 
 def source_location_summary(capture: TracyCapture) -> pd.DataFrame:
