@@ -174,6 +174,20 @@ def test_ingest_command_writes_zones_and_summary(tmp_path: Path, capsys: pytest.
 
 # -- synthetic captures with known content --------------------------------------------------------
 
+
+def test_rebuild_leaves_out_zones_before_the_first_iteration(tmp_path: Path) -> None:
+    """An initializer's dispatch of a shared export before the first iree_vm_invoke is no iteration."""
+    path = tmp_path / "iree_like.tracy"
+    tracy_synth.write_iree_like(path, 3, 2)
+    exports = [tracy_synth.IREE_EXPORTS[i] for i in tracy_synth.IREE_CALL_SITES]
+    rebuilt = rebuild_executions(read_capture(path), exports)
+    assert rebuilt.outside_iterations == 2 * 12  # two workers, twelve tile blocks each
+    events = rebuilt.events
+    assert events["iteration"].tolist() == [i for i in range(3) for _ in exports]
+    assert events["call_site"].tolist() == list(range(len(exports))) * 3
+    assert set(events["thread"]) == {"iree-worker-0,iree-worker-1"}
+
+
 LOCATIONS = [
     tracy_synth.SourceLocation("outer", "outer_fn", "a.c", 10),
     tracy_synth.SourceLocation(None, "leaf_fn", "b.c", 20),  # unnamed: Tracy shows the function

@@ -122,8 +122,8 @@ def rebuild_executions(capture: TracyCapture, call_site_exports: Sequence[str]) 
 
 
 def _dispatch_zones(capture: TracyCapture, exports: list[str]) -> tuple[_Zones, list[str]]:
-    """The finished zones named after one of ``exports``, in start order (all in one iteration, -1,
-    for now); and the name of each export position."""
+    """The finished zones named after one of ``exports``, in start order (iteration 0 until the
+    iterations are known); and the name of each export position."""
     zones = capture.zones
     name = zones["name"].cat
     wanted = np.append(np.isin(name.categories.to_numpy(dtype=object), exports), False)  # code -1: no name
