@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, run_profile
 from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events
-from tracelink.collect.tracy import capture_tracy, read_capture, tracy_events, tracy_tools
+from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_tracy_and_hal_agree_on_the_same_run(example_profiles, tmp_path):
     command += [f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={tmp_path / 'run.ireeprof'}"]
     capture_tracy(command, tmp_path / "run.tracy", timeout_s=120)
     exported = export_bundle(tmp_path, timeout_s=60)
-    hal, tracy = hal_events(exported, exports), tracy_events(read_capture(tmp_path / "run.tracy"), exports)
+    hal, tracy = hal_events(exported, exports), rebuild_executions(read_capture(tmp_path / "run.tracy"), exports).events
     assert len(hal) == len(tracy) == 6 * len(exports)
     both = hal.merge(tracy, on=["call_site", "iteration"], suffixes=("_hal", "_tracy"), validate="one_to_one")
     assert len(both) == len(hal)  # every execution matched to the same call site and iteration

@@ -13,7 +13,7 @@ import pytest
 from tracelink import TracelinkError
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.capture import capture_tracy, tracy_tools
-from tracelink.collect.tracy.views import dispatch_zones, tracy_events
+from tracelink.collect.tracy.views import dispatch_zones, rebuild_executions
 
 APP = Path(__file__).parent / "data" / "tracy_matmul_app.mlir"
 COMPILE_FLAGS = [
@@ -73,7 +73,7 @@ def test_fresh_capture_has_dispatch_zones_matching_call_sites(compiled: tuple[Pa
     assert len(dispatches) >= 5  # at least one per benchmark repetition
     assert (dispatches["duration_ns"] > 0).all()
     assert set(dispatches["srcloc_name"]) == {"iree_hal_cmd_execute_dispatch_tiles"}
-    events = tracy_events(capture, call_site_exports)
+    events = rebuild_executions(capture, call_site_exports).events
     invokes = capture.zones[capture.zones["name"] == "iree_vm_invoke"]
     assert len(events) == len(invokes) >= 5  # one dispatch per call of the function
     assert events["call_site"].notna().all() and set(events["call_site"]) == {0}

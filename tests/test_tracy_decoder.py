@@ -22,7 +22,7 @@ from tracelink.collect.events import EVENT_SCHEMA
 from tracelink.collect.tracy import TracyCapture, TracyFormatError, read_capture
 from tracelink.collect.tracy import command
 from tracelink.collect.tracy.container import iter_blocks, open_container
-from tracelink.collect.tracy.views import dispatch_zones, source_location_summary, tracy_events
+from tracelink.collect.tracy.views import dispatch_zones, rebuild_executions, source_location_summary
 
 FIXTURES = Path("/work/shared/fixtures/tracy")
 # file -> (compression, streams), as the note on the format describes them
@@ -140,7 +140,7 @@ def test_source_location_summary_matches_tracy_csvexport_to_the_character(captur
 
 
 def test_tracy_events_in_the_shared_schema(capture: TracyCapture) -> None:
-    events = tracy_events(capture, [DISPATCH])
+    events = rebuild_executions(capture, [DISPATCH]).events
     assert list(events.columns) == list(EVENT_SCHEMA)
     assert {c: str(t) for c, t in events.dtypes.items()} == EVENT_SCHEMA
     # 40 zones: each of the 20 benchmark iterations (iree_vm_invoke zones) ran the dispatch once,
@@ -151,17 +151,17 @@ def test_tracy_events_in_the_shared_schema(capture: TracyCapture) -> None:
     assert events["start_ns"].is_monotonic_increasing
     assert (events["call_site"] == 0).all() and events["iteration"].tolist() == list(range(20))
     # Two call sites of one export that Tracy saw as one execution share its span and split its tiles.
-    twice = tracy_events(capture, [DISPATCH, DISPATCH])
+    twice = rebuild_executions(capture, [DISPATCH, DISPATCH]).events
     assert twice["call_site"].tolist() == [0, 1] * 20 and twice["iteration"].tolist() == [i // 2 for i in range(40)]
     assert twice["tile_duration_sum_ns"].sum() <= 31_515_460
     # An export the program does not have matches nothing.
-    assert tracy_events(capture, ["no_such_dispatch"]).empty
+    assert rebuild_executions(capture, ["no_such_dispatch"]).events.empty
 
 
 def test_ingest_command_writes_zones_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["ingest", str(FIXTURES / "matmul_lz4hc3.tracy"), "--artifacts", str(tmp_path / "art")])
+    args = parser.parse_args(["ingest", str(FIXTURES / "matmul_lz4hc3.tracy"), "-o", str(tmp_path / "art")])
     assert args.handler(args) == 0
     zones = pd.read_parquet(tmp_path / "art" / command.ZONES_FILE)
     assert len(zones) == 2728 and int((zones["name"] == DISPATCH).sum()) == 40
@@ -173,6 +173,20 @@ def test_ingest_command_writes_zones_and_summary(tmp_path: Path, capsys: pytest.
 
 
 # -- synthetic captures with known content --------------------------------------------------------
+
+
+def test_rebuild_leaves_out_zones_before_the_first_iteration(tmp_path: Path) -> None:
+    """An initializer's dispatch of a shared export before the first iree_vm_invoke is no iteration."""
+    path = tmp_path / "iree_like.tracy"
+    tracy_synth.write_iree_like(path, 3, 2)
+    exports = [tracy_synth.IREE_EXPORTS[i] for i in tracy_synth.IREE_CALL_SITES]
+    rebuilt = rebuild_executions(read_capture(path), exports)
+    assert rebuilt.outside_iterations == 2 * 12  # two workers, twelve tile blocks each
+    events = rebuilt.events
+    assert events["iteration"].tolist() == [i for i in range(3) for _ in exports]
+    assert events["call_site"].tolist() == list(range(len(exports))) * 3
+    assert set(events["thread"]) == {"iree-worker-0,iree-worker-1"}
+
 
 LOCATIONS = [
     tracy_synth.SourceLocation("outer", "outer_fn", "a.c", 10),

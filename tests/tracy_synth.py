@@ -2,7 +2,7 @@
 
 It writes what Tracy's own ``Worker::Write`` writes, with only the content a test needs: source
 locations, threads with CPU zone trees (optionally named / with text), messages and plots; every other
-section is present and empty. ``bulk_timeline`` produces millions of zones in vectorised chunks.
+section is present and empty. ``write_iree_like`` writes millions of zones shaped like IREE's runtime.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import lz4.block
-import numpy as np
 import zstandard
 
 BLOCK_SIZE = 65_536
@@ -146,66 +145,6 @@ def encode_gpu_zones(zones: list[Zone]) -> bytes:
 
     write(zones)
     return b"".join(out)
-
-
-# The zone tree repeated by bulk_timeline: a node is the list of its children. Like IREE's own
-# captures (about half the zones are leaves, leaf runs are short), not a flat run of leaves.
-GROUP_TEMPLATE: list = [[[], []], [[]], [[[]], []]]
-
-
-def _template_layout(template: list) -> tuple[np.dtype, list[int], list[bool]]:
-    """The record dtype of one group (fields per zone at their stream offsets), each zone's child
-    count, and which zones are leaves, in depth-first order."""
-    names, formats, offsets = [], [], []
-    children: list[int] = []
-    position = 0
-
-    def field(name: str, fmt: str, size: int) -> None:
-        nonlocal position
-        names.append(name)
-        formats.append(fmt)
-        offsets.append(position)
-        position += size
-
-    def walk(node: list) -> None:
-        zone = len(children)
-        children.append(len(node))
-        for name, fmt, size in (("srcloc", "<i2", 2), ("start", "<i8", 8), ("extra", "<u4", 4), ("children", "<u4", 4)):
-            field(f"z{zone}_{name}", fmt, size)
-        for child in node:
-            walk(child)
-        field(f"z{zone}_end", "<i8", 8)
-
-    walk(template)
-    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
-    return dtype, children, [count == 0 for count in children]
-
-
-GROUP_ZONES = len(_template_layout(GROUP_TEMPLATE)[1])
-
-
-def bulk_timeline(groups: int, srclocs: int, named_extra: int, seed: int, chunk: int = 20_000) -> Timeline:
-    """``groups`` top-level zones, each the root of one GROUP_TEMPLATE tree, random times.
-
-    The first leaf of each group carries zone extra ``named_extra`` (a named zone, like an IREE dispatch).
-    """
-    dtype, children, leaves = _template_layout(GROUP_TEMPLATE)
-    named_leaf = leaves.index(True)
-
-    def chunks() -> Iterator[bytes]:
-        rng = np.random.default_rng(seed)
-        for first in range(0, groups, chunk):
-            n = min(chunk, groups - first)
-            records = np.zeros(n, dtype=dtype)
-            for zone, (count, leaf) in enumerate(zip(children, leaves)):
-                records[f"z{zone}_srcloc"] = rng.integers(1, srclocs + 1, n)
-                records[f"z{zone}_start"] = rng.integers(1, 50, n)
-                records[f"z{zone}_children"] = count
-                records[f"z{zone}_end"] = rng.integers(1, 10_000, n) if leaf else rng.integers(1, 50, n)
-            records[f"z{named_leaf}_extra"] = named_extra
-            yield records.tobytes()
-
-    return Timeline(top_level=groups, zone_count=groups * len(children), chunks=chunks())
 
 
 def sized(text: str) -> bytes:
@@ -392,3 +331,65 @@ def write_capture(
         last_time=last_time,
     )
     return write_container(path, pieces, compression, streams, legacy)
+
+
+# IREE's runtime zones that executions are rebuilt from (see tracelink.collect.tracy.views).
+IREE_LOCATIONS = [
+    SourceLocation("iree_vm_invoke", "iree_vm_invoke", "iree/vm/invocation.c", 300),
+    SourceLocation("iree_hal_local_task_process_region", "process_region", "iree/hal/local_task/command_buffer.c", 400),
+    SourceLocation(None, "iree_hal_cmd_execute_dispatch_tiles", "iree/hal/drivers/local_task/block_processor.c", 500),
+]
+IREE_EXPORTS = ["main_dispatch_0_matmul", "main_dispatch_1_elementwise", "main_dispatch_2_reduce"]
+# The run phase's call sites (export of each), one region each: export 1 runs twice per iteration.
+IREE_CALL_SITES = [0, 1, 2, 1]
+_BLOCKS = 12  # tile-block zones per worker per dispatch
+ZONE_RECORD_SIZE = 26  # every encoded zone: i16 srcloc, i64 start delta, u32 extra, u32 children, i64 end delta
+_PERIOD = 100_000  # ns per iteration
+
+
+def _iree_iteration(thread: int, begin: int, exports: list[int]) -> list[Zone]:
+    """The zones of one thread in one iteration starting at ``begin``: thread 0 the iree_vm_invoke
+    zone, a worker a process_region zone per dispatch with its tile-block zones."""
+    if thread == 0:
+        return [Zone(1, begin, begin + _PERIOD - 1_000)]
+    regions = []
+    for region, export in enumerate(exports):
+        at = begin + 1_000 + region * 20_000 + thread * 10
+        blocks = [Zone(3, at + 5 + 1_000 * b, at + 900 + 1_000 * b, name=IREE_EXPORTS[export]) for b in range(_BLOCKS)]
+        regions.append(Zone(2, at, at + 1_000 * _BLOCKS + 100, blocks))
+    return regions
+
+
+def _repeated_timeline(thread: int, iterations: int, extras: ZoneExtras) -> Timeline:
+    """One thread's zones: an initializer's dispatch of export 1 before the first iteration (workers
+    only), then ``iterations`` identical iterations. With a constant period every iteration after the
+    first encodes to the same bytes, so the stream is the first iteration's bytes, then those repeated."""
+    prefix = [] if thread == 0 else _iree_iteration(thread, 0, [1])
+    first = [*prefix, *_iree_iteration(thread, _PERIOD, IREE_CALL_SITES)]
+    second = _iree_iteration(thread, 2 * _PERIOD, IREE_CALL_SITES)
+    encoded = b"".join(encode_zones(first + second, extras).chunks)
+    head_size = ZONE_RECORD_SIZE * _count(first)
+    head, repeat = encoded[:head_size], encoded[head_size:]
+
+    def chunks() -> Iterator[bytes]:
+        yield head
+        for done in range(1, iterations, 1_000):
+            yield repeat * min(1_000, iterations - done)
+
+    later = iterations - 1
+    return Timeline(len(first) + later * len(second), _count(first) + later * _count(second), chunks())
+
+
+def write_iree_like(path: Path, iterations: int, workers: int) -> tuple[int, int]:
+    """A capture shaped like IREE's (zstd, 4 streams): a main thread with one iree_vm_invoke zone per
+    iteration and ``workers`` threads running every call site of IREE_CALL_SITES as a process_region
+    zone of tile-block zones named by its export, plus an initializer's dispatch before the first
+    iteration. Returns the decompressed size and the zone count."""
+    strings = Strings()
+    extras = ZoneExtras(strings)
+    threads = [Thread(100 + t, "main" if t == 0 else f"iree-worker-{t - 1}", _repeated_timeline(t, iterations, extras))
+               for t in range(workers + 1)]
+    zones = sum(thread.timeline.zone_count for thread in threads)
+    last_time = (iterations + 2) * _PERIOD
+    size = write_container(path, logical_stream(threads, IREE_LOCATIONS, strings, extras, last_time=last_time), "zstd", 4)
+    return size, zones

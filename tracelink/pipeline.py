@@ -113,7 +113,7 @@ def profile(
         "repetitions": options.repetitions,
         "warmup": options.warmup,
         "timings_s": timings,
-    }
+    } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames)
     stage("aggregate", started)
     started = time.perf_counter()

@@ -18,7 +18,7 @@ import pandas as pd
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
 from tracelink.collect.hook import label_workgroups, run_hooked
-from tracelink.collect.tracy import capture_tracy, read_capture, tracy_events, tracy_tools
+from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 
 @dataclass
 class RunRequest:
@@ -41,6 +41,7 @@ class Collected:
     events: pd.DataFrame
     workgroups: pd.DataFrame | None = None  # hook: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy: every zone of the runtime
+    summary: dict = field(default_factory=dict)  # what the collector adds to the profile's summary
 
 
 class PendingCollection:
@@ -92,7 +93,8 @@ def start_tracy(request: RunRequest) -> PendingCollection:
 
     def finish(path: Path, exports: Sequence[str]) -> Collected:
         capture = read_capture(path)
-        return Collected(tracy_events(capture, exports), zones=capture.zones)
+        rebuilt = rebuild_executions(capture, exports)
+        return Collected(rebuilt.events, zones=capture.zones, summary=rebuilt.summary())
 
     return PendingCollection(lambda: capture_tracy(command, trace, request.timeout_s), finish)
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from tracelink import TracelinkError
 from tracelink.collect.tracy.decoder import TracyCapture, read_capture
-from tracelink.collect.tracy.views import tracy_events
+from tracelink.collect.tracy.views import rebuild_executions
 from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
 from tracelink.profile_dir import Profile, load_profile
@@ -29,30 +29,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ingest",
         help="fold a Tracy capture (.tracy) into a profile directory, or decode it into zones.parquet",
-        description="Decode a Tracy capture written by iree-tracy-capture (Tracy 0.11.x). If ARTIFACTS is a "
+        description="Decode a Tracy capture written by iree-tracy-capture (Tracy 0.11.x). If OUTPUT is a "
         "profile directory (or its artifacts/), its tables and report are rebuilt from the capture's "
-        f"dispatches; otherwise every CPU zone is written to ARTIFACTS/{ZONES_FILE}.",
+        f"dispatches; otherwise every CPU zone is written to OUTPUT/{ZONES_FILE}.",
     )
     parser.add_argument("capture", type=Path, help="the .tracy file")
-    parser.add_argument("--artifacts", type=Path, required=True, help="a profile directory (tracelink profile -o), or any directory")
+    parser.add_argument(
+        "-o", "--output", "--artifacts", dest="output", type=Path, required=True,
+        help="a profile directory (tracelink profile -o), or any directory (--artifacts is the old name)",
+    )
     parser.add_argument("--top", type=int, default=10, help="zones to list by total time (default 10)")
     parser.set_defaults(handler=ingest)
 
 
 def ingest(args: argparse.Namespace) -> int:
-    """Decode ``args.capture``, write ``zones.parquet`` into ``args.artifacts``, print a summary."""
+    """Decode ``args.capture``, fold it into the profile ``args.output`` or write ``zones.parquet`` there, print a summary."""
     if not args.capture.is_file():
         raise TracelinkError(f"no such capture file: {args.capture}")
     capture = read_capture(args.capture)
     console = Console(highlight=False)
     _print_summary(console, capture, args.top)
-    profile_dir = profile_directory(args.artifacts)
+    profile_dir = profile_directory(args.output)
     if profile_dir is not None:
         result = fold_into_profile(args.capture, capture, profile_dir)
         print_summary(result, console)
         return 0
-    args.artifacts.mkdir(parents=True, exist_ok=True)
-    zones_path = args.artifacts / ZONES_FILE
+    args.output.mkdir(parents=True, exist_ok=True)
+    zones_path = args.output / ZONES_FILE
     capture.zones.to_parquet(zones_path, index=False)
     console.print(f"wrote {zones_path}")
     return 0
@@ -73,7 +76,8 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
         ((data["index"], data) for _, data in profile.graph.nodes(data=True) if data.get("kind") == "call_site" and data["phase"] == "run"),
         key=lambda pair: pair[0],
     )]
-    events = tracy_events(capture, run_exports)
+    rebuilt = rebuild_executions(capture, run_exports)
+    events = rebuilt.events
     if events.empty or events["call_site"].isna().all():
         raise TracelinkError(
             f"{path}: no dispatch of {Path(profile.summary['program']).name} in this capture "
@@ -86,6 +90,7 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
         key: value for key, value in profile.summary.items()
         if key in ("program", "function", "target", "versions", "inputs")
     } | {"collector": "tracy", "capture": str(path.resolve()), "capture_program": capture.header.program, "warmup": 0}
+    run_info |= rebuilt.summary()
     result = assemble_profile(directory, events, profile.graph, run_info, zones=capture.zones)
     publish_profile(result, Console(quiet=True))
     return result

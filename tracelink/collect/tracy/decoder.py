@@ -465,22 +465,26 @@ class _Sections:
     def _zone_frame(
         self, zones: Timeline, threads: list[_ThreadZones], source_locations: pd.DataFrame, extras: np.ndarray
     ) -> pd.DataFrame:
-        """One row per CPU zone with names resolved (categoricals: a few distinct values, many rows)."""
+        """One row per CPU zone with names resolved: categoricals (a few distinct values, many rows)
+        and the narrowest integer types, built one column at a time so that millions of zones cost
+        little more than the table itself."""
         per_thread = [thread.zone_count for thread in threads]
-        thread_of_zone = np.repeat(np.arange(len(threads), dtype=np.int32), per_thread)
+        code_type = np.int8 if len(threads) < 2**7 else np.int16 if len(threads) < 2**15 else np.int32
+        thread_of_zone = np.repeat(np.arange(len(threads), dtype=code_type), per_thread)
         tids = np.array([thread.tid for thread in threads], dtype=np.uint64)
 
         # Source location id (int16) -> row of the table, through its uint16 bit pattern.
-        row_of_id = np.full(1 << 16, -1, dtype=np.int32)
+        row_of_id = np.full(1 << 16, -1, dtype=np.int16)
         ids = source_locations.index.to_numpy().astype(np.int16)
-        row_of_id[ids.view(np.uint16)] = np.arange(len(ids), dtype=np.int32)
+        row_of_id[ids.view(np.uint16)] = np.arange(len(ids), dtype=np.int16)
         row = row_of_id[zones.srcloc.view(np.uint16)]
-        if (row < 0).any():
+        if len(row) and row.min() < 0:
             bad = int(zones.srcloc[np.argmax(row < 0)])
             raise self.reader.error(f"corrupt data: zone with unknown source location {bad}")
         if zones.extra.size and int(zones.extra.max()) >= len(extras):
             raise self.reader.error(f"corrupt data: zone extra index {int(zones.extra.max())} out of range")
         display = source_locations["display_name"].tolist()
+        names = [self._thread_name(int(tid)) for tid in tids]
         columns = {
             # A zone's own name (IREE puts the dispatch name there) wins over its location's name.
             "name": self._extra_strings(extras, zones.extra, _EXTRA_NAME, fallback=(display, row)),
@@ -489,11 +493,11 @@ class _Sections:
             "file": _categorical(source_locations["file"].tolist(), row),
             "line": source_locations["line"].to_numpy()[row],
             "srcloc": zones.srcloc,
-            "thread": _categorical([self._thread_name(int(tid)) for tid in tids], thread_of_zone),
-            "tid": tids[thread_of_zone],
+            "thread": _categorical(names, thread_of_zone),
+            "tid": _categorical(tids.tolist(), thread_of_zone),
             "thread_index": self._compressed_thread_ids(tids)[thread_of_zone],
             "start_ns": zones.start,
-            "duration_ns": pd.arrays.IntegerArray(zones.end - zones.start, mask=zones.end < 0),  # unfinished: <NA>
+            "duration_ns": _durations(zones),  # unfinished: <NA>
             "depth": zones.depth,
             "text": self._extra_strings(extras, zones.extra, _EXTRA_TEXT),
         }
@@ -504,20 +508,30 @@ class _Sections:
     ) -> pd.Categorical:
         """Each zone's zone-extra string ``field`` as a categorical. Zones without one (extra 0 is
         the placeholder, whose strings are inactive) get ``fallback`` = (values, index), or missing."""
-        index = extras[extra, field] if len(extras) else np.full(len(extra), -1, np.int32)
-        used = np.unique(index[index >= 0])
+        if not len(extras):
+            return _categorical(*fallback) if fallback else _categorical([], np.full(len(extra), -1, np.int8))
+        strings_of_extra = extras[:, field]  # string index per zone extra, -1 where none
+        # Only the strings some zone uses become categories: the extras are few, the zones many.
+        in_use = np.zeros(len(extras), dtype=bool)
+        in_use[extra] = True
+        used = np.unique(strings_of_extra[in_use])
+        used = used[used >= 0]
         values = [self.strings[i] for i in used.tolist()]
-        position = np.searchsorted(used, index).astype(np.int32)  # meaningless where index < 0
+        offset = len(fallback[0]) if fallback else 0
+        position = np.searchsorted(used, strings_of_extra) + offset
+        code_of_extra = np.where(strings_of_extra >= 0, position, -1).astype(np.int32)
+        codes = code_of_extra[extra]  # per zone: its string's position, -1 where none
         if fallback is None:
-            return _categorical(values, np.where(index >= 0, position, np.int32(-1)))
+            return _categorical(values, codes)
         fallback_values, fallback_index = fallback
-        combined = np.where(index >= 0, position + len(fallback_values), fallback_index)
-        return _categorical(fallback_values + values, combined)
+        missing = codes < 0
+        codes[missing] = fallback_index[missing]
+        return _categorical(fallback_values + values, codes)
 
     def _compressed_thread_ids(self, tids: np.ndarray) -> np.ndarray:
         """Tracy's compressed thread id (position in the local thread table) per tid; -1 if absent."""
         position = {int(tid): i for i, tid in enumerate(self.local_threads.tolist())}
-        return np.array([position.get(int(tid), -1) for tid in tids], dtype=np.int32)
+        return np.array([position.get(int(tid), -1) for tid in tids], dtype=np.int16 if len(position) < 2**15 else np.int32)
 
     def _message_frame(self, messages: np.ndarray, threads: list[_ThreadZones]) -> pd.DataFrame:
         """Messages with times and threads (a message's thread is the one listing its key)."""
@@ -535,8 +549,16 @@ class _Sections:
         )
 
 
-def _categorical(values: list[str], index: np.ndarray) -> pd.Categorical:
-    """``values[index]`` as a categorical without one Python string per row; index -1 is missing."""
+def _durations(zones: Timeline) -> pd.arrays.IntegerArray:
+    """End minus start of every zone, <NA> for a zone that never ended; computed in place in the
+    timeline's end array, which is not needed afterwards."""
+    unfinished = zones.end < 0
+    np.subtract(zones.end, zones.start, out=zones.end)
+    return pd.arrays.IntegerArray(zones.end, mask=unfinished)
+
+
+def _categorical(values: list, index: np.ndarray) -> pd.Categorical:
+    """``values[index]`` as a categorical without one Python object per row; index -1 is missing."""
     categories, inverse = np.unique(np.array(values, dtype=object), return_inverse=True)
     # Codes as small as pandas would make them, built directly at that size.
     code_type = np.int8 if len(categories) < 2**7 else np.int16 if len(categories) < 2**15 else np.int32

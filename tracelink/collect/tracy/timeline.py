@@ -35,16 +35,21 @@ class Timeline:
     extra: np.ndarray  # uint32 zone-extra index (0 = none)
     start: np.ndarray  # int64 ns
     end: np.ndarray  # int64 ns, -1 for a zone that never ended
-    depth: np.ndarray  # int32, 0 for top-level zones
+    depth: np.ndarray  # int16 (int32 if nested deeper), 0 for top-level zones
 
     @classmethod
     def concatenate(cls, timelines: list[Timeline]) -> Timeline:
-        """All zones of ``timelines``, one after the other (an empty timeline for an empty list)."""
-        dtypes = ("<i2", "<u4", "<i8", "<i8", "<i4")
-        names = list(cls.__dataclass_fields__)
-        return cls(
-            *(np.concatenate([np.empty(0, d)] + [getattr(t, n) for t in timelines]) for n, d in zip(names, dtypes))
-        )
+        """All zones of ``timelines``, one after the other (an empty timeline for an empty list).
+
+        Empties ``timelines`` field by field as it goes, so at most one field is held twice.
+        """
+        dtypes = ("<i2", "<u4", "<i8", "<i8", "<i2")
+        columns = []
+        for name, dtype in zip(cls.__dataclass_fields__, dtypes):
+            columns.append(np.concatenate([np.empty(0, dtype)] + [getattr(t, name) for t in timelines]))
+            for timeline in timelines:
+                setattr(timeline, name, columns[-1][:0])
+        return cls(*columns)
 
 
 @dataclass
@@ -191,5 +196,5 @@ def _assemble(records: _Records) -> Timeline:
         extra=records.extra[zone_record],
         start=start,
         end=end,
-        depth=depth.astype(np.int32),
+        depth=depth.astype(np.int16 if len(depth) == 0 or depth.max() < 2**15 else np.int32),
     )
