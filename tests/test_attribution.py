@@ -215,3 +215,18 @@ def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name)
         producer_lines = node_lines(source)
         if producer_lines:
             assert producer_lines & bodies, (name, target, graph.nodes[source]["label"])
+
+
+def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
+    profile = profiles["onnx_light_squeezenet_nodelocs"]
+    ops = profile.source_ops
+    hot_kinds = set(ops.loc[ops["total_ns"] > 0, "op_kinds"].fillna("").str.split(", ").explode())
+    assert {"onnx.Conv", "onnx.Relu"} <= hot_kinds
+    assert ops.loc[ops["total_ns"] > 0, "compute"].all()
+    reasons = profile.summary["audit"]["reasons"]
+    assert sum(reasons.values()) == len(profile.summary["audit"]["ops_without_dispatch"])
+
+
+def test_initializer_call_sites_are_counted_apart_from_the_timed_ones(profiles):
+    cover = profiles["clip_text_toy_f32"].summary["coverage"]
+    assert cover["call_sites_initializer"] == 1 and cover["call_sites"] == 39 == cover["call_sites_mapped"]

@@ -44,7 +44,9 @@ def test_attention_shares_one_executable_between_the_three_projections(example_p
     audit = profile.summary["audit"]
     assert {"export": "attention_dispatch_0_matmul_64x64x128_f32", "call_sites": [0, 1, 2]} in audit["shared_executables"]
     # IREE folds the key transpose into the scores matmul and drops its location: the audit says so.
-    assert [entry["loc"] for entry in audit["ops_without_dispatch"]] == ["attn.k_transpose @ attention.py:25:19"]
+    assert [(entry["loc"], entry["reason"]) for entry in audit["ops_without_dispatch"]] == [
+        ("attn.k_transpose @ attention.py:25:19", "absorbed into a consumer's dispatch (its location was not kept)"),
+    ]
 
 
 def test_convnet_repeated_blocks_keep_their_own_call_stacks(example_profiles):
