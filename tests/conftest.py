@@ -16,6 +16,15 @@ EXAMPLES = REPO / "examples"
 SHARED = REPO.parent / "shared"
 WORKLOADS = SHARED / "workloads"
 OUTPUT = REPO / "tests" / "_output"
+WORKLOAD_RUNS = {  # program: function, inputs, parameters — as ../shared/workloads/README.md runs them
+    "jax_flax_mnist_mlp_locs": ("main", [], []),
+    "braggnn_torch": ("forward", ["1x1x11x11xf32=0.5"], []),
+    "mnist_mlp_trained": ("predict", ["1x28x28x1xf32=0.5"], []),
+    "clip_text_toy_f32": ("forward_bs4", ["4x17xi64=1"], [f"model={WORKLOADS / 'clip_text_toy_f32.irpa'}"]),
+    "onnx_light_squeezenet_nodelocs": ("squeezenet_old", [], []),
+    "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], []),
+    "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
+}
 
 
 def run_profile(program: Path, out: Path, **options) -> Profile:

@@ -15,23 +15,14 @@ import pandas as pd
 import pytest
 from iree.compiler import ir
 
-from tests.conftest import EXAMPLES, WORKLOADS, run_profile
+from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
 
-RUNS = {  # program: function, inputs, parameters — as ../shared/workloads/README.md runs them
-    "jax_flax_mnist_mlp_locs": ("main", [], []),
-    "braggnn_torch": ("forward", ["1x1x11x11xf32=0.5"], []),
-    "mnist_mlp_trained": ("predict", ["1x28x28x1xf32=0.5"], []),
-    "clip_text_toy_f32": ("forward_bs4", ["4x17xi64=1"], [f"model={WORKLOADS / 'clip_text_toy_f32.irpa'}"]),
-    "onnx_light_squeezenet_nodelocs": ("squeezenet_old", [], []),
-    "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], []),
-    "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
-}
-PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
+PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
 REPETITIONS = 3
 
 
 def test_every_shared_mlir_workload_is_covered():
-    assert {p.stem for p in WORKLOADS.glob("*.mlir")} == set(RUNS)
+    assert {p.stem for p in WORKLOADS.glob("*.mlir")} == set(WORKLOAD_RUNS)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +30,7 @@ def profiles(tmp_path_factory):
     base = tmp_path_factory.mktemp("attribution")
     found = {}
     for name, program in PROGRAMS.items():
-        function, inputs, parameters = RUNS.get(name, (None, [], []))
+        function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
         found[name] = run_profile(program, base / name, function=function, inputs=inputs, parameters=parameters, repetitions=REPETITIONS)
     return found
 
@@ -230,3 +221,51 @@ def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
 def test_initializer_call_sites_are_counted_apart_from_the_timed_ones(profiles):
     cover = profiles["clip_text_toy_f32"].summary["coverage"]
     assert cover["call_sites_initializer"] == 1 and cover["call_sites"] == 39 == cover["call_sites_mapped"]
+
+
+# Workload specifics ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(WORKLOAD_RUNS))
+def test_every_call_site_maps_to_a_source_location(profiles, name):
+    profile = profiles[name]
+    run_sites = profile.call_sites[profile.call_sites["phase"] == "run"]
+    assert len(run_sites) > 0
+    assert (run_sites["root_ops"].str.len() > 0).all(), run_sites.loc[run_sites["root_ops"] == "", ["call_site", "export"]]
+    cover = profile.summary["coverage"]
+    assert cover["dispatch_time_attributed_share"] == 1.0
+    assert cover["events_unmatched"] == 0
+    assert (run_sites["count"] == REPETITIONS).all()
+
+
+def test_clip_call_sites_each_get_their_own_source_op(profiles):
+    profile = profiles["clip_text_toy_f32"]
+    sites = profile.call_sites
+    assert len(sites) == 40
+    assert sites["executable"].nunique() == 16
+    assert (sites["root_ops"].str.split(";").str.len() == 1).all()
+    shared = profile.summary["audit"]["shared_executables"]
+    assert len(shared) == 12
+    for entry in shared:  # a deduplicated executable's call sites each keep their own source op
+        roots = sites.set_index("call_site").loc[entry["call_sites"], "root_ops"]
+        assert roots.nunique() == len(roots), entry
+    # ops rooted in several call sites are the ones IREE splits (layer norms: two reductions each)
+    repeated = sites.loc[sites.duplicated("root_ops", keep=False), "root_ops"]
+    split = {entry["op"] for entry in profile.summary["audit"]["ops_split"]}
+    assert set(repeated) <= split
+    assert (sites["phase"] == "initializer").sum() == 1
+
+
+@pytest.mark.parametrize(("name", "python_file"), [("jax_flax_mnist_mlp_locs", ".py"), ("braggnn_torch", "braggnn.py")])
+def test_python_locations_reach_the_line_table(profiles, name, python_file):
+    lines = profiles[name].source_lines
+    python_lines = lines[lines["file"].str.endswith(python_file)]
+    assert len(python_lines) > 0
+    assert python_lines["total_ns"].sum() > 0
+
+
+def test_onnx_node_names_are_the_source_locations(profiles):
+    profile = profiles["onnx_light_squeezenet_nodelocs"]
+    hot = profile.source_ops[profile.source_ops["total_ns"] > 0]
+    assert (hot["name"].fillna("") != "").all()  # ONNX node names (loc("n7")), no file:line
+    assert profile.summary["coverage"]["dispatch_time_with_source_lines_share"] == 0.0

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tracelink.compile import CompileOptions
-from tracelink.options import COLLECTORS, ProfileOptions, start_compile
+from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, start_compile
 
 
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
@@ -27,6 +27,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         timeout_s=args.timeout,
         collector=args.collector,
         hook_events=[e for e in args.events.split(",") if e] if args.events else [],
+        library_frames=(*LIBRARY_GLOBS, *args.library_frames),
         compile=CompileOptions(
             target_cpu=args.target_cpu,
             input_type=args.iree_input_type,
@@ -62,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--collector", choices=COLLECTORS, default="hal",
                         help="hal: IREE's HAL profiler (default); tracy: a Tracy capture; hook: the perf hook (per workgroup)")
     parser.add_argument("--events", help="perf_event counters for --collector hook, e.g. task-clock,page-faults")
+    parser.add_argument("--library-frames", action="append", default=[], metavar="GLOB",
+                        help="files whose frames are library code, for the user view of self time (repeatable; site-packages and the stdlib always are)")
     parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu (default host)")
     parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
     parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.test_report_browser import CHROMIUM, CHROMIUM_ARGS, FIRST_RENDER  # noqa: E402
-from tests.test_workloads import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
+from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.options import ProfileOptions  # noqa: E402
 from tracelink.pipeline import profile  # noqa: E402
 from tracelink.report import build_report  # noqa: E402

@@ -171,22 +171,23 @@ def source_location(frames: list[ir.Location]) -> SourceLocation:
 
 
 class Normaliser:
-    """Normalises locations against one program's function locations, caching by location text.
+    """Normalises locations against one program's function locations, caching by location.
 
-    The dumps repeat the same few thousand locations on every op; the cache makes each one cost a
-    print of the location and a dictionary look-up.
+    The dumps repeat the same few thousand locations on every op. Locations are uniqued in their
+    context and their attribute form hashes by identity there, so each distinct one is decomposed
+    (and printed) once; the cache must only see locations of one context.
     """
 
     def __init__(self, enclosing: frozenset[str] = frozenset()) -> None:
         self.enclosing = enclosing
-        self.cache: dict[str, OpLocation] = {}
+        self.cache: dict[ir.Attribute, OpLocation] = {}
 
     def __call__(self, loc: ir.Location) -> OpLocation:
-        text = str(loc)
-        found = self.cache.get(text)
+        key = loc.attr
+        found = self.cache.get(key)
         if found is None:
             members = dict.fromkeys(source_location(frames) for frames in member_frames(loc, self.enclosing))
-            found = self.cache[text] = OpLocation(tuple(members))
+            found = self.cache[key] = OpLocation(tuple(members))
         return found
 
 
