@@ -19,7 +19,7 @@ from rich.table import Table
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import ns, pct
 
-PATH_WIDTH = 36
+PATH_WIDTH = 30
 
 
 def short_paths(paths: list[str], width: int = PATH_WIDTH) -> dict[str, str]:
@@ -40,7 +40,9 @@ def short_paths(paths: list[str], width: int = PATH_WIDTH) -> dict[str, str]:
 
 def op_kinds(profile: Profile, ops: str, limit: int = 2) -> str:
     """The distinct compute op kinds of a line's source ops (``linalg.matmul``, ``onnx.Conv``)."""
-    names = profile.source_ops.set_index("op")["op_kinds"].fillna("") if not profile.source_ops.empty else pd.Series(dtype=str)
+    ops_table = profile.source_ops
+    column = "op_kinds" if "op_kinds" in ops_table else "op_names"  # profiles written before op kinds existed
+    names = ops_table.set_index("op")[column].fillna("") if not ops_table.empty else pd.Series(dtype=str)
     kinds = list(dict.fromkeys(kind for op in str(ops).split(";") if op in names.index for kind in str(names[op]).split(", ") if kind))
     return ", ".join(kinds[:limit]) + (f" +{len(kinds) - limit}" if len(kinds) > limit else "")
 
@@ -63,8 +65,12 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
         shown = short_paths(list(hot["file"]))
         table = Table(title="Hottest source lines (self time; library frames count for the line calling them)", title_justify="left")
-        for column in ("line", "self", "per iter.", "incl.", "ops", "call sites"):
-            table.add_column(column, justify="left" if column in ("line", "ops", "call sites") else "right", no_wrap=True, overflow="ellipsis")
+        line_width = max((len(shown.get(f, f)) + len(str(n)) + 1 for f, n in zip(hot["file"], hot["line"])), default=4)
+        table.add_column("line", no_wrap=True, min_width=line_width)
+        for column, width in (("self", 6), ("per iter.", 9), ("incl.", 6)):
+            table.add_column(column, justify="right", no_wrap=True, min_width=width)
+        table.add_column("ops", no_wrap=True, overflow="ellipsis", max_width=24)
+        table.add_column("call sites", no_wrap=True, overflow="ellipsis", max_width=12)
         for row in hot.itertuples():
             sites = str(row.call_site_ids or "").split(";")
             table.add_row(
