@@ -18,7 +18,7 @@ from iree.compiler import ir
 from tracelink import TracelinkError
 from tracelink.tools import tool_path
 from tracelink.provenance.ir_utils import walk
-from tracelink.tune.dispatch import Dispatch, config_fields, config_text, is_root
+from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
 
 # Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
 DUMP_FLAG_PREFIXES = (
@@ -140,8 +140,8 @@ def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[
     """(indexing maps, lowering-config fields) of every configured root op in a compiled program."""
     roots = []
     for op in walk(module.operation):
-        if is_root(op) and "indexing_maps" in op.attributes:
-            maps = [str(item) for item in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        if is_root(op):
+            maps = [str(item) for item in indexing_maps(op)]
             roots.append((maps, config_fields(op.attributes["lowering_config"])))
     return roots
 
