@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
+    tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
+                      "0: skip it)")
     tune.set_defaults(handler=run_tune)
 
     diff = subparsers.add_parser(
@@ -73,11 +75,14 @@ def run_tune(args: argparse.Namespace) -> int:
         config.search.n_trial = args.trials
     if args.tuner is not None:
         config.search.tuner = args.tuner
+    if args.rounds is not None:
+        if args.rounds < 0:
+            raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
+        config.select.program_rounds = args.rounds
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
-        outcomes, spec = tune_profile(args.profile, profile.exports, profile.artifacts, profile.manifest, config,
-                                      args.dispatch, args.resume, args.output, console)
+        outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)")
@@ -95,7 +100,14 @@ def run_tune(args: argparse.Namespace) -> int:
         if o.note:
             out.print(f"  {o.note}")
     trials = args.profile / "tune" / "trials.csv"
-    if spec is None:
+    if check is not None:
+        out.print(f"whole program with the spec: {check['verdict']}, {check['speedup']:.2f}x "
+                  f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
+        if check["load_warning"]:
+            out.print(f"warning: {check['load_warning']}")
+    if spec is None and check is not None:
+        out.print(f"the spec does not make the whole program significantly faster; no spec written (trials: {trials})")
+    elif spec is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
     else:
         out.print(f"tuning spec: {spec}  (trials: {trials})")

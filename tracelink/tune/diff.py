@@ -34,7 +34,7 @@ from tracelink.tune.rounds import alternate, paired_speedup, summarize, verdict
 COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share",
            "verdict"]
 END_TO_END = "(all dispatches)"
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 5
 
 
 def per_iteration(profile: Profile) -> tuple[pd.DataFrame, np.ndarray]:

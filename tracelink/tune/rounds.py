@@ -96,16 +96,19 @@ def summarize(base: Sequence[float], tuned: Sequence[float]) -> dict:
 
 def time_program(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], repetitions: int,
                  timeout: float) -> float:
-    """Mean wall time (ns) of one call of the whole program over ``repetitions`` calls on local-task."""
+    """Median wall time (ns) of one call of the whole program over ``repetitions`` calls on local-task."""
     command = [tool_path("iree-benchmark-module"), f"--module={vmfb}", "--device=local-task", f"--function={function}",
                *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
-               f"--benchmark_min_time={repetitions}x", "--benchmark_repetitions=1", "--benchmark_format=json"]
+               "--benchmark_min_time=1x", f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as error:
         raise TracelinkError(f"{vmfb}: timing the program took over {timeout:g} s") from error
     if done.returncode != 0:
-        raise TracelinkError(f"{vmfb}: iree-benchmark-module failed: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TracelinkError(f"{vmfb}: iree-benchmark-module failed: {last}")
     report = json.loads(done.stdout[done.stdout.find("{"):])
-    row = next(row for row in report["benchmarks"] if row.get("run_type") == "iteration")
-    return float(row["real_time"]) * {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[row.get("time_unit", "ns")]
+    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+    times = [row["real_time"] * scale[row.get("time_unit", "ns")] for row in report["benchmarks"]
+             if row.get("run_type") == "iteration"]
+    return float(np.median(times))
