@@ -464,7 +464,8 @@ def test_push_constant_binding_offset_is_tunable(chain, tmp_path):
     written = [b for b in dispatch.bindings if not b.readonly]
     assert dispatch.constants and written[0].offset in dispatch.constants  # the offset comes from a constant
     measurer = measured_default(dispatch, tmp_path)
-    a, w = np.load(measurer.inputs[0]).reshape(-1)[:64 * 64].reshape(64, 64), np.load(measurer.inputs[1])
+    a, w = (np.load(measurer.inputs[b.index]).reshape(-1)[b.offset // 4:][:64 * 64].reshape(64, 64)
+            for b in dispatch.bindings if b.readonly)
     np.testing.assert_allclose(measurer.reference[0], np.tanh(a @ w), rtol=1e-4, atol=1e-4)
 
 
