@@ -30,7 +30,7 @@ from tests.test_workloads import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles  # noqa: E402
 from tracelink.tune.rounds import NOT_SIGNIFICANT  # noqa: E402
-from tracelink.tune.run import select_targets  # noqa: E402
+from tracelink.tune.run import examine  # noqa: E402
 
 REACH_RUNS = {**WORKLOAD_RUNS, "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
               "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], [])}
@@ -68,14 +68,12 @@ def reach(out: Path, console: Console) -> None:
             console.print(f"{name}: not profiled ({error})")
             continue
         profile = load_profile(directory)
-        try:
-            _, skipped, share = select_targets(profile.exports, profile.artifacts, 3, None)
-        except Exception as error:
-            share, skipped = 0.0, []
-            console.print(f"{name}: {error}"[:300])
+        examined = [examine(row, profile.artifacts) for row in profile.exports.itertuples()]
+        share = sum(t.share for t in examined if t.dispatch is not None)
         reasons = Counter()
-        for target in skipped:
-            reasons[_reason_kind(target.reason)] += target.share
+        for target in examined:
+            if target.dispatch is None:
+                reasons[_reason_kind(target.reason)] += target.share
         top = ", ".join(f"{reason} {part:.1%}" for reason, part in reasons.most_common(3))
         console.print(f"{name}: tunable {share:.1%} of timed dispatch time; skipped: {top or 'nothing'}")
 

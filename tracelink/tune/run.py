@@ -72,7 +72,7 @@ def one_line(error: Exception) -> str:
     return lines[0] if isinstance(error, TracelinkError) else f"{type(error).__name__}: {lines[0]}".rstrip(": ")
 
 
-def _target(row, artifacts: Path) -> Target:
+def examine(row, artifacts: Path) -> Target:
     """A dispatch of the exports table, loaded, or with the reason it cannot be tuned."""
     target = Target(str(row.export), float(row.share))
     try:
@@ -102,7 +102,7 @@ def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str |
         if ranked.empty:
             raise TracelinkError(f"{artifacts.parent}/exports.csv: no dispatch named '{name}' "
                                  f"(dispatches: {', '.join(exports['export'].astype(str))})")
-    examined = [_target(row, artifacts) for row in ranked.itertuples()]
+    examined = [examine(row, artifacts) for row in ranked.itertuples()]
     tunable = [t for t in examined if t.dispatch is not None]
     skipped = [t for t in examined if t.dispatch is None]
     if not tunable:
