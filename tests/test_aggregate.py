@@ -46,3 +46,11 @@ def test_one_outlier_makes_a_group_noisy_and_keeps_its_interval_positive():
     frame = pd.DataFrame({"key": ["a"] * 5, "ns": [100, 101, 99, 100, 2000]})
     row = grouped_stats(frame, ["key"], "ns", 1.0).iloc[0]
     assert row["noisy"] and row["ci95_low_ns"] >= 99 and row["median_ns"] == 100
+
+
+def test_t_quantiles():
+    from tracelink.tune.rounds import t_quantile_975
+
+    assert t_quantile_975(1) == 12.706 and t_quantile_975(30) == 2.042
+    assert t_quantile_975(120) == pytest.approx(1.980, abs=1e-3)
+    assert t_quantile_975(10_000) == pytest.approx(1.960, abs=1e-3)

@@ -26,6 +26,7 @@ from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
+from tracelink.tune.rounds import NOT_SIGNIFICANT
 from tracelink.tune.space import SpaceOptions, TileSpace
 from tracelink.tune.spec import Choice, write_spec
 from tracelink.tune.tuners import make_tuner, search
@@ -301,7 +302,7 @@ def test_diff_matches_source_ops_across_different_dispatches(work):
     base_exports = set(pd_read(work["base"] / "exports.csv")["export"])
     other_exports = set(pd_read(other / "exports.csv")["export"])
     assert base_exports != other_exports  # dispatch names differ between the builds
-    frame = diff_profiles(work["base"], other).set_index("label")
+    frame = diff_profiles(work["base"], other, rounds=0).set_index("label")
     for label in ("fc @ net.py:3:5", "relu @ net.py:5:5"):
         assert np.isfinite(frame.loc[label, "base_ns"]) and np.isfinite(frame.loc[label, "tuned_ns"])
     assert np.isnan(frame.loc["scale @ net.py:2:5", "base_ns"])  # only in the second build
@@ -364,3 +365,128 @@ def test_bad_input_is_one_clear_line(work, tmp_path):
     rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
     failed = [r for r in rows if r["tuner"] != "default"]
     assert failed and all(r["verification"] == "compile_error" and "iree-compile failed" in r["error"] for r in failed)
+
+
+def test_a_a_diff_is_not_significant(work, tmp_path):
+    """Two profiles of the same program: recorded alone they claim nothing; re-run alternately, no difference."""
+    again = tmp_path / "again"
+    run_profile(work["program"], again, repetitions=10, compile=CompileOptions(tuning_spec=work["root"] / "poor_spec.mlir"))
+    recorded = diff_profiles(work["base"], again, rounds=0).attrs["end_to_end"]
+    assert np.isnan(recorded["ci_low"]) and recorded["verdict"].startswith("not tested")
+    # A 95 % interval excludes 1 in 5 % of A/A comparisons by construction; twice in a row (0.25 %)
+    # means the interval is too narrow.
+    verdicts = []
+    for _ in range(2):
+        total = diff_profiles(work["base"], again, rounds=4, iterations=10).attrs["end_to_end"]
+        assert total["rounds"] == 4 and total["ci_low"] < total["speedup"] < total["ci_high"]
+        verdicts.append(total["verdict"])
+        if total["verdict"] == NOT_SIGNIFICANT:
+            break
+    assert NOT_SIGNIFICANT in verdicts, verdicts
+
+
+def test_candidate_timed_above_the_peak_is_rejected(work, tmp_path):
+    pool = make_pool(1)
+    try:
+        measurer = Measurer(work["dispatch"], tmp_path, MeasureOptions(repetitions=3), pool)
+        default = measurer.measure_default()
+        assert 0 < default.gflops <= measurer.max_gflops  # the measured peak bounds the real default
+        fields = {"distribution": [64, 64, 0], "vector_common_parallel": [8, 16, 0], "vector_reduction": [0, 0, 4]}
+        error, _ = build(str(work["benchmark"]), fields, str(tmp_path / "c.mlir"), str(tmp_path / "c.vmfb"), 300)
+        assert not error
+        measurer.max_gflops = default.gflops / 1000  # a peak this candidate's timing must exceed
+        trial = measurer.verify_and_time(tmp_path / "c.vmfb", 1, "test", {}, "c")
+    finally:
+        pool.shutdown()
+    assert trial.verification == "above_peak" and not trial.ok and "peak" in trial.error
+
+
+CHAIN = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>, %v: tensor<64xf32>) -> (tensor<64x64xf32>, tensor<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<64x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m1 = linalg.matmul ins(%sq, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %t1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m1 : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  %m2 = linalg.matmul ins(%t1, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %t2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m2 : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  %m3 = linalg.matmul ins(%t2, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %ev = tensor.empty() : tensor<64xf32>
+  %accv = linalg.fill ins(%zero : f32) outs(%ev : tensor<64xf32>) -> tensor<64xf32>
+  %vm = linalg.vecmat ins(%v, %w : tensor<64xf32>, tensor<64x64xf32>) outs(%accv : tensor<64xf32>) -> tensor<64xf32>
+  return %m3, %vm : tensor<64x64xf32>, tensor<64xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    """A program whose deduplicated matmul+tanh dispatch writes at a push-constant offset, plus a vecmat."""
+    root = tmp_path_factory.mktemp("chain")
+    program = root / "chain.mlir"
+    program.write_text(CHAIN)
+    dumped_benchmark(program, root / "dump")
+    return root
+
+
+def measured_default(dispatch, workdir: Path) -> Measurer:
+    pool = make_pool(1)
+    try:
+        measurer = Measurer(dispatch, workdir, MeasureOptions(repetitions=2), pool)
+        measurer.measure_default()
+    finally:
+        pool.shutdown()
+    return measurer
+
+
+def test_push_constant_binding_offset_is_tunable(chain, tmp_path):
+    dispatches = [load_dispatch(path) for path in (chain / "dump").glob("*_benchmark.mlir")
+                  if "tanh" in path.read_text() and "constant.load" in path.read_text()]
+    assert dispatches, "the program no longer yields a push-constant offset"
+    dispatch = dispatches[0]
+    written = [b for b in dispatch.bindings if not b.readonly]
+    assert dispatch.constants and written[0].offset in dispatch.constants  # the offset comes from a constant
+    measurer = measured_default(dispatch, tmp_path)
+    a, w = (np.load(measurer.inputs[b.index]).reshape(-1)[b.offset // 4:][:64 * 64].reshape(64, 64)
+            for b in dispatch.bindings if b.readonly)
+    np.testing.assert_allclose(measurer.reference[0], np.tanh(a @ w), rtol=1e-4, atol=1e-4)
+
+
+def test_vecmat_is_tuned_like_a_contraction(chain, tmp_path):
+    path = next(p for p in (chain / "dump").glob("*_benchmark.mlir") if "linalg.vecmat" in p.read_text())
+    dispatch = load_dispatch(path)
+    assert dispatch.root_op == "linalg.vecmat" and [(l.role, l.size) for l in dispatch.loops] == [("n", 64), ("k", 64)]
+    assert len(TileSpace(dispatch)) > 1
+    measurer = measured_default(dispatch, tmp_path)
+    v, w = (np.load(p) for p in measurer.inputs[:2])
+    np.testing.assert_allclose(measurer.reference[0], v @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_states_the_tunable_share_and_skips_in_one_line(chain, tmp_path):
+    profile = tmp_path / "profile"
+    run_profile(chain / "chain.mlir", profile, repetitions=3)
+    config = tmp_path / "small.toml"
+    config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 2\n")
+    done = run_cli("tune", str(profile), "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config))
+    assert "Traceback" not in done.stderr, done.stderr
+    skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped ")]
+    assert any("no tunable root op" in line for line in skipped), done.stderr
+    share = next(line for line in done.stderr.splitlines() if line.startswith("tunable: "))
+    assert 0 < float(share.split()[1].rstrip("%")) < 100

@@ -2,7 +2,7 @@
 
 ``diff.csv`` has one row per source op, matched between the two profiles by location (``label, file,
 line``): median time per iteration in each (``base_ns``, ``tuned_ns``), ``speedup`` = base ÷ tuned
-and its 95 % bootstrap confidence interval (``ci_low``, ``ci_high``). Rows are matched to this
+and its 95 % interval from alternating rounds (``ci_low``, ``ci_high``). Rows are matched to this
 profile's source ops by label (and file and line), and through them to the lines the report shows.
 A line with one measured op shows that op's speedup and interval; a line with several shows the
 ratio of their summed medians, without an interval (the per-iteration samples are not in diff.csv).

@@ -3,8 +3,8 @@
 The benchmark dump is parsed with the MLIR Python bindings; the root op's ``lowering_config``
 attribute is replaced by the candidate's, and the other ops' configs are dropped so the compiler
 derives them from the root exactly as it does when a tuning spec sets only the root op's config.
-The default candidate keeps the dump's configs untouched. Both get ``tracelink_verify``
-(see ``harness``), so one compiled module serves benchmarking and verification.
+The default candidate keeps the dump's configs untouched. Both get ``tracelink_run``
+(see ``harness``), so one compiled module serves verification and timing, on the same seeded inputs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from iree.compiler import ir
 from tracelink import TracelinkError
 from tracelink.provenance.ir_utils import walk
 from tracelink.tune.dispatch import config_text, describe, is_root
-from tracelink.tune.harness import verify_function_text
+from tracelink.tune.harness import run_function_text
 
 
 def set_root_config(module: ir.Module, fields: dict[str, list[int]]) -> ir.Operation:
@@ -34,10 +34,10 @@ def set_root_config(module: ir.Module, fields: dict[str, list[int]]) -> ir.Opera
     return root
 
 
-def add_verify_function(module: ir.Module, benchmark: Path) -> None:
+def add_run_function(module: ir.Module, benchmark: Path) -> None:
     dispatch = describe(module, benchmark)
     with module.context, ir.Location.unknown():
-        function = ir.Operation.parse(verify_function_text(dispatch, dispatch.device_symbol))
+        function = ir.Operation.parse(run_function_text(dispatch, dispatch.device_symbol))
     module.body.append(function)
 
 
@@ -48,7 +48,7 @@ def materialize(benchmark: Path, fields: dict[str, list[int]] | None, output: Pa
         module = ir.Module.parseFile(str(benchmark), context)
     except ir.MLIRError as error:
         raise TracelinkError(f"{benchmark}: MLIR parse error: {str(error).splitlines()[0]}") from error
-    add_verify_function(module, Path(benchmark))
+    add_run_function(module, Path(benchmark))
     if fields is not None:
         set_root_config(module, fields)
     if not module.operation.verify():

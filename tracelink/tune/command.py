@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from tracelink import TracelinkError
+from tracelink.tune.diff import DEFAULT_ROUNDS
 
 TUNER_NAMES = ("xgb", "random", "grid")
 
@@ -28,17 +29,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
+    tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
+                      "0: skip it)")
     tune.set_defaults(handler=run_tune)
 
     diff = subparsers.add_parser(
         "diff",
         help="compare two profiles source line by source line",
         description="Compare two profiles of the same program (e.g. before and after tuning), matching source "
-        "ops by source location; prints per-op and end-to-end speedups with 95%% confidence intervals and "
-        "writes diff.csv.",
+        "ops by source location. Both compiled programs run again alternately for --rounds rounds; per-op and "
+        "end-to-end speedups get 95%% intervals from the run-to-run variation, and differences whose interval "
+        "contains 1 are reported as no significant difference. Writes diff.csv.",
     )
     diff.add_argument("base", type=Path, help="profile directory of the baseline")
     diff.add_argument("tuned", type=Path, help="profile directory to compare with it")
+    diff.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                      help=f"alternating runs of each program (default {DEFAULT_ROUNDS}; 0: compare the recorded "
+                      "profiles, without an interval)")
+    diff.add_argument("--iterations", type=int, help="calls of the function per run (default: the base profile's)")
     diff.add_argument("-o", "--output", type=Path, help="CSV to write (default <tuned>/diff.csv)")
     diff.set_defaults(handler=run_diff)
 
@@ -67,11 +75,14 @@ def run_tune(args: argparse.Namespace) -> int:
         config.search.n_trial = args.trials
     if args.tuner is not None:
         config.search.tuner = args.tuner
+    if args.rounds is not None:
+        if args.rounds < 0:
+            raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
+        config.select.program_rounds = args.rounds
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
-        outcomes, spec = tune_profile(args.profile, profile.exports, profile.artifacts, profile.manifest, config,
-                                      args.dispatch, args.resume, args.output, console)
+        outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)")
@@ -89,7 +100,14 @@ def run_tune(args: argparse.Namespace) -> int:
         if o.note:
             out.print(f"  {o.note}")
     trials = args.profile / "tune" / "trials.csv"
-    if spec is None:
+    if check is not None:
+        out.print(f"whole program with the spec: {check['verdict']}, {check['speedup']:.2f}x "
+                  f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
+        if check["load_warning"]:
+            out.print(f"warning: {check['load_warning']}")
+    if spec is None and check is not None:
+        out.print(f"the spec does not make the whole program significantly faster; no spec written (trials: {trials})")
+    elif spec is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
     else:
         out.print(f"tuning spec: {spec}  (trials: {trials})")
@@ -107,20 +125,31 @@ def run_diff(args: argparse.Namespace) -> int:
 
     from tracelink.tune.diff import diff_profiles, write_diff
 
-    frame = diff_profiles(args.base, args.tuned)
+    _positive(args.iterations, "--iterations")
+    if args.rounds < 0:
+        raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
+    console = Console(stderr=True, highlight=False)
+    with console.status(f"running both programs alternately, {args.rounds} rounds"):
+        frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
     path = write_diff(frame, args.output or args.tuned / "diff.csv")
-    table = Table(title=f"{args.tuned} vs {args.base} (median per iteration)")
-    for column in ("source op", "base ms", "tuned ms", "speedup", "95% CI"):
-        table.add_column(column, justify="left" if column == "source op" else "right")
     total = frame.attrs["end_to_end"]
+    how = f"{total['rounds']} alternating rounds" if total["rounds"] > 1 else "the recorded profiles"
+    table = Table(title=f"{args.tuned} vs {args.base} (median per iteration, {how})")
+    for column in ("source op", "base ms", "tuned ms", "speedup", "95% CI", "verdict"):
+        table.add_column(column, justify="left" if column in ("source op", "verdict") else "right")
     rows = [total] + frame.to_dict("records")
     for row in rows:
         if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
             table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
-                          "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x",
-                          "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}-{row['ci_high']:.2f}")
+                          "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x", _interval(row), row["verdict"])
     out = Console(highlight=False)
     out.print(table)
-    out.print(f"end to end: {total['speedup']:.2f}x (95% CI {total['ci_low']:.2f}-{total['ci_high']:.2f}, "
+    out.print(f"end to end: {total['verdict']}, {total['speedup']:.2f}x (95% CI {_interval(total) or 'none'}, "
               f"{total['base_iterations']} vs {total['tuned_iterations']} iterations); per source op: {path}")
+    if total["load_warning"]:
+        out.print(f"warning: {total['load_warning']}")
     return 0
+
+
+def _interval(row: dict) -> str:
+    return "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}-{row['ci_high']:.2f}"

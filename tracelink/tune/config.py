@@ -32,6 +32,9 @@ class SelectOptions:
     confirm_top: int = 2  # best candidates re-timed against the default before choosing
     confirm_rounds: int = 16  # interleaved re-timing rounds (paired samples; at least 6 for a 95% interval)
     check_spec: bool = True  # compile the program with the spec and check every config applied
+    # then time the whole program with and without the spec in this many alternating rounds and keep
+    # the spec only when the 95 % interval of its end-to-end speedup lies above 1 (0: do not time)
+    program_rounds: int = 10
 
 
 @dataclass

@@ -3,14 +3,22 @@
 Source ops are matched by their source location (label, file, line), never by dispatch name: the
 two builds may fuse and number their dispatches differently. Each op's time per iteration is the
 sum over the call sites it feeds of (edge weight x that call site's duration in that iteration),
-exactly how the profile attributes time. Speedups are ratios of median per-iteration times with a
-bootstrap percentile confidence interval (iterations of each profile resampled independently).
+exactly how the profile attributes time.
+
+With ``rounds`` >= 2 both profiles' compiled programs (``artifacts/app.vmfb``, with the inputs and
+parameters they were profiled with) run again under the HAL collector, alternately, and every round
+gives one median per op and end to end; speedups and their 95 % intervals come from the per-round
+ratios (see ``rounds``). With ``rounds`` = 0 the two recorded profiles are compared as they are: one
+run each, so the speedup has no interval and nothing is called significant — the spread of
+iterations inside one run is not the run-to-run variation a comparison has to beat.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import warnings
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +26,15 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_atomic, write_text_atomic
+from tracelink.collect.events import drop_warmup
+from tracelink.collect.hal import export_hal_profile, hal_events, start_hal_profile
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.tune.rounds import alternate, paired_speedup, summarize, verdict
 
-COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share"]
+COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share",
+           "verdict"]
 END_TO_END = "(all dispatches)"
+DEFAULT_ROUNDS = 5
 
 
 def per_iteration(profile: Profile) -> tuple[pd.DataFrame, np.ndarray]:
@@ -46,49 +59,99 @@ def _keys(ops: pd.DataFrame) -> list[tuple]:
     return [(str(row.label), str(row.file), int(row.line) if pd.notna(row.line) else -1) for row in ops.itertuples()]
 
 
-def _ratio_ci(base: np.ndarray, tuned: np.ndarray, rng: np.random.Generator, resamples: int, level: float) -> tuple:
-    """Ratio of medians (columns) with bootstrap percentile bounds; NaN bounds without samples."""
-    base_median, tuned_median = np.median(base, axis=0), np.median(tuned, axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        speedup = base_median / tuned_median
-        if len(base) < 2 or len(tuned) < 2:
-            nan = np.full_like(speedup, np.nan)
-            return speedup, nan, nan
-        b = np.median(base[rng.integers(len(base), size=(resamples, len(base)))], axis=1)
-        t = np.median(tuned[rng.integers(len(tuned), size=(resamples, len(tuned)))], axis=1)
-        ratios = b / t
-    alpha = (1 - level) / 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # columns of an op missing from one profile
-        return speedup, np.nanquantile(ratios, alpha, axis=0), np.nanquantile(ratios, 1 - alpha, axis=0)
+def iteration_totals(profile: Profile) -> np.ndarray:
+    """Dispatch time of each iteration of a profile (ns), summed over all call sites."""
+    events = profile.events.dropna(subset=["iteration"])
+    return events.groupby("iteration")["duration_ns"].sum().to_numpy(dtype=np.float64)
 
 
-def diff_profiles(base_dir: Path, tuned_dir: Path, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per source op: base and tuned median ns per iteration, speedup and its confidence interval.
+def run_inputs(profile: Profile) -> list[str]:
+    """The ``--input`` values the profile ran with; generated ``.npy`` files are found in its artifacts."""
+    values = []
+    for value in profile.summary.get("inputs", []):
+        if value.startswith("@") and not Path(value[1:]).is_file():
+            moved = profile.artifacts / "inputs" / Path(value[1:]).name
+            if not moved.is_file():
+                raise TracelinkError(f"{profile.directory}: input {value[1:]} of the profiled run is gone")
+            value = f"@{moved}"
+        values.append(value)
+    return values
 
-    Ops that take no time in either profile are left out; an op found in only one profile has NaN on
-    the other side. ``result.attrs["end_to_end"]`` holds the same numbers for all dispatches together.
+
+def run_parameters(profile: Profile) -> list[str]:
+    """The ``--parameters`` the profiled run used, read from its command line (the first line of run.log)."""
+    log = profile.artifacts / "run.log"
+    first = log.read_text(errors="replace").split("\n", 1)[0] if log.is_file() else ""
+    return re.findall(r"--parameters=(\S+)", first)
+
+
+def run_exports(profile: Profile) -> list[str]:
+    """Exports of the run-phase call sites, in call-site order (what HAL events are matched against)."""
+    sites = sorted((int(str(node)[3:]), data.get("export", "")) for node, data in profile.graph.nodes(data=True)
+                   if str(node).startswith("cs:") and data.get("phase", "run") == "run")
+    return [export for _, export in sites]
+
+
+def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float) -> Profile:
+    """Run the profile's compiled program again under the HAL collector; the profile with the new events."""
+    vmfb = profile.artifacts / "app.vmfb"
+    if not vmfb.is_file():
+        raise TracelinkError(f"{profile.directory}: no compiled program to run again ({vmfb} is missing); "
+                             "use --rounds 0 to compare the recorded profiles")
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    warmup = int(profile.summary.get("warmup", 1))
+    run = start_hal_profile(vmfb, profile.summary["function"], run_inputs(profile), run_parameters(profile),
+                            warmup + iterations, directory)
+    events = hal_events(export_hal_profile(run, directory, timeout_s), run_exports(profile))
+    (directory / "run.ireeprof").unlink(missing_ok=True)  # the exported JSON lines hold what is needed
+    return dataclasses.replace(profile, events=drop_warmup(events, warmup))
+
+
+def _medians(profile: Profile) -> tuple[list[tuple], np.ndarray, float, int]:
+    """(op keys, median ns per iteration of each op, median dispatch ns per iteration, iterations) of one run."""
+    ops, matrix = per_iteration(profile)
+    if matrix.size == 0:
+        raise TracelinkError(f"{profile.directory}: the run has no per-iteration dispatch events")
+    totals = iteration_totals(profile)
+    return _keys(ops), np.median(matrix, axis=0), float(np.median(totals)), len(totals)
+
+
+def _aligned(runs: list[tuple[list[tuple], np.ndarray, float, int]], keys: list[tuple]) -> np.ndarray:
+    """Rounds x keys matrix of per-op medians (NaN for ops a build does not have)."""
+    column = {key: i for i, key in enumerate(keys)}
+    out = np.full((len(runs), len(keys)), np.nan)
+    for r, (op_keys, medians, _, _) in enumerate(runs):
+        for key, value in zip(op_keys, medians):
+            j = column[key]
+            out[r, j] = (0 if np.isnan(out[r, j]) else out[r, j]) + value
+    return out
+
+
+def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS, iterations: int | None = None,
+                  timeout_s: float = 600.0) -> pd.DataFrame:
+    """Per source op: base and tuned median ns per iteration, speedup, 95 % interval and verdict.
+
+    ``rounds`` >= 2 runs both programs again alternately (``iterations`` calls each, default the base
+    profile's repetitions); 0 or 1 compares the recorded profiles (no interval). Ops that take no time
+    in either build are left out; an op found in only one has NaN on the other side.
+    ``result.attrs["end_to_end"]`` holds the same numbers for all dispatches together, with the
+    verdict and a warning when the rounds show the machine was busy.
     """
     base, tuned = load_profile(Path(base_dir)), load_profile(Path(tuned_dir))
-    base_ops, base_matrix = per_iteration(base)
-    tuned_ops, tuned_matrix = per_iteration(tuned)
-    if base_matrix.size == 0 or tuned_matrix.size == 0:
-        empty = base_dir if base_matrix.size == 0 else tuned_dir
-        raise TracelinkError(f"{empty}: the profile has no per-iteration dispatch events (events.parquet)")
-    base_keys, tuned_keys = _keys(base_ops), _keys(tuned_ops)
-    keys = list(dict.fromkeys(base_keys + tuned_keys))
-    column = {key: i for i, key in enumerate(keys)}
-
-    def aligned(matrix: np.ndarray, op_keys: list[tuple]) -> np.ndarray:
-        out = np.full((matrix.shape[0], len(keys)), np.nan)
-        for j, key in enumerate(op_keys):
-            out[:, column[key]] = np.where(np.isnan(out[:, column[key]]), 0, out[:, column[key]]) + matrix[:, j]
-        return out
-
-    b, t = aligned(base_matrix, base_keys), aligned(tuned_matrix, tuned_keys)
-    rng = np.random.default_rng(seed)
-    speedup, low, high = _ratio_ci(b, t, rng, resamples, level)
-    base_total, tuned_total = b.sum(axis=1, where=~np.isnan(b)), t.sum(axis=1, where=~np.isnan(t))
+    if rounds >= 2:
+        count = iterations or int(base.summary.get("repetitions", 10))
+        scratch = Path(tuned_dir) / "diff_rounds"
+        runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s))
+                for profile, name in ((base, "base"), (tuned, "tuned"))]
+        base_runs, tuned_runs = alternate(runs, rounds)
+    else:
+        base_runs, tuned_runs = [_medians(base)], [_medians(tuned)]
+    keys = list(dict.fromkeys([k for run in base_runs + tuned_runs for k in run[0]]))
+    b, t = _aligned(base_runs, keys), _aligned(tuned_runs, keys)
+    speedup, low, high = paired_speedup(b, t)
+    base_total, tuned_total = [run[2] for run in base_runs], [run[2] for run in tuned_runs]
     frame = pd.DataFrame(
         {
             "label": [k[0] for k in keys],
@@ -99,44 +162,17 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, level: float = 0.95, resample
             "speedup": speedup,
             "ci_low": low,
             "ci_high": high,
-            "base_share": np.nansum(b, axis=0) / base_total.sum(),
-            "tuned_share": np.nansum(t, axis=0) / tuned_total.sum(),
+            "base_share": np.median(b, axis=0) / np.median(base_total),
+            "tuned_share": np.median(t, axis=0) / np.median(tuned_total),
+            "verdict": [verdict(*values) for values in zip(speedup, low, high)],
         }
     )
     busy = (frame["base_ns"].fillna(0) > 0) | (frame["tuned_ns"].fillna(0) > 0)
     frame = frame[busy].sort_values("base_ns", ascending=False, na_position="last").reset_index(drop=True)
-    total_speedup, total_low, total_high = _ratio_ci(base_total[:, None], tuned_total[:, None], rng, resamples, level)
-    frame.attrs["end_to_end"] = {
-        "label": END_TO_END,
-        "base_ns": float(np.median(base_total)),
-        "tuned_ns": float(np.median(tuned_total)),
-        "speedup": float(total_speedup[0]),
-        "ci_low": float(total_low[0]),
-        "ci_high": float(total_high[0]),
-        "base_iterations": int(len(base_total)),
-        "tuned_iterations": int(len(tuned_total)),
-    }
+    frame.attrs["end_to_end"] = {"label": END_TO_END, **summarize(base_total, tuned_total),
+                                 "base_iterations": sum(run[3] for run in base_runs),
+                                 "tuned_iterations": sum(run[3] for run in tuned_runs)}
     return frame[COLUMNS]
-
-
-def iteration_totals(profile: Profile) -> np.ndarray:
-    """Dispatch time of each iteration of a profile (ns), summed over all call sites."""
-    events = profile.events.dropna(subset=["iteration"])
-    return events.groupby("iteration")["duration_ns"].sum().to_numpy(dtype=np.float64)
-
-
-def pooled_end_to_end(base_dirs: list[Path], tuned_dirs: list[Path], level: float = 0.95, resamples: int = 2000,
-                      seed: int = 0) -> dict:
-    """End-to-end speedup from several profiles of each build (e.g. taken alternately, so both builds
-    see the same machine load), pooling their iterations: ratio of medians with a bootstrap interval."""
-    base = np.concatenate([iteration_totals(load_profile(Path(d))) for d in base_dirs])
-    tuned = np.concatenate([iteration_totals(load_profile(Path(d))) for d in tuned_dirs])
-    if base.size == 0 or tuned.size == 0:
-        raise TracelinkError("no per-iteration dispatch events in the profiles to compare")
-    speedup, low, high = _ratio_ci(base[:, None], tuned[:, None], np.random.default_rng(seed), resamples, level)
-    return {"label": END_TO_END, "base_ns": float(np.median(base)), "tuned_ns": float(np.median(tuned)),
-            "speedup": float(speedup[0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
-            "base_iterations": int(base.size), "tuned_iterations": int(tuned.size)}
 
 
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:

@@ -2,8 +2,9 @@
 
 The benchmark dump (``module_<exe>_embedded_elf_<arch>_benchmark.mlir``) is a complete program: the
 configured executable plus a ``util.func`` marked ``iree.benchmark = "dispatch"`` that runs it on
-uninitialized buffers. Everything the tuner needs about the dispatch is read from it with the MLIR
-Python bindings.
+uninitialized buffers, with the push constants and binding ranges of one of its call sites. Everything
+the tuner needs about the dispatch is read from it with the MLIR Python bindings, including where each
+binding's view starts when that offset comes from a push constant.
 """
 
 from __future__ import annotations
@@ -45,13 +46,16 @@ class Loop:
 
 @dataclass(frozen=True)
 class Binding:
-    """One buffer the dispatch reads or writes (a ``hal.interface.binding.subspan``)."""
+    """One view of a buffer the dispatch reads or writes (a ``hal.interface.binding.subspan``).
+
+    A binding used at several offsets has one entry per view, all with the same ``index``."""
 
     index: int
     shape: tuple[int, ...]
     element_type: str  # MLIR spelling: f32, i8, ...
     readonly: bool
     offset: int = 0  # bytes into the bound buffer where the dispatch's view starts
+    range_bytes: int = 0  # length of the buffer range the benchmark binds (0: just the view)
 
     @property
     def byte_size(self) -> int:
@@ -63,8 +67,8 @@ class Binding:
 
     @property
     def buffer_size(self) -> int:
-        """Bytes the bound buffer needs: the view and what precedes it."""
-        return self.offset + self.byte_size
+        """Bytes the bound buffer needs: the view and what precedes it, at least the benchmark's range."""
+        return max(self.offset + self.byte_size, self.range_bytes)
 
 
 @dataclass
@@ -75,7 +79,6 @@ class Dispatch:
     export: str
     executable: str
     variant: str
-    bench_function: str
     root_op: str  # e.g. linalg.matmul
     kind: str  # "contraction" or "convolution"
     loops: list[Loop]
@@ -85,8 +88,9 @@ class Dispatch:
     default_config: dict[str, list[int]]
     default_config_text: str
     translation_info: str
-    bindings: list[Binding]
+    bindings: list[Binding]  # in binding order; a binding used at several offsets appears once per view
     device_symbol: str  # the util.global holding the !hal.device
+    constants: list[int] = field(default_factory=list)  # push constants the benchmark dispatches with
     match_dims: dict[str, list[int]] = field(default_factory=dict)  # for the spec's dims_equal
 
     @property
@@ -96,6 +100,18 @@ class Dispatch:
         for loop in self.loops:
             total *= loop.size
         return total
+
+    @property
+    def buffers(self) -> list[Binding]:
+        """The first view of each binding index, in order: one buffer per binding."""
+        first: dict[int, Binding] = {}
+        for binding in self.bindings:
+            first.setdefault(binding.index, binding)
+        return [first[i] for i in sorted(first)]
+
+    def buffer_size(self, index: int) -> int:
+        """Bytes binding ``index`` needs to cover all of its views."""
+        return max(b.buffer_size for b in self.bindings if b.index == index)
 
     @property
     def shapes(self) -> str:
@@ -135,13 +151,51 @@ def config_text(fields: dict[str, list[int]]) -> str:
     return f"#iree_cpu.lowering_config<{body}>"
 
 
-def _constant_int(value: ir.Value) -> int | None:
-    """The integer an ``arith.constant`` gives ``value``, else None."""
+# Ops that pass an integer through unchanged (casts, and range assumptions: result i is operand i).
+PASS_THROUGH = ("arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi", "arith.trunci", "util.assume.int")
+
+
+def _integer_value(value: ir.Value, constants: list[int]) -> int | None:
+    """The integer ``value`` takes when the dispatch runs with push constants ``constants``, else None."""
     owner = value.owner
     owner = owner.operation if hasattr(owner, "operation") else owner
-    if not isinstance(owner, ir.Operation) or owner.name != "arith.constant":
+    if not isinstance(owner, ir.Operation):
         return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
+    if owner.name == "arith.constant":
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    if owner.name == "hal.interface.constant.load":
+        ordinal = ir.IntegerAttr(owner.attributes["ordinal"]).value
+        return constants[ordinal] if ordinal < len(constants) else None
+    if owner.name in PASS_THROUGH:
+        number = ir.OpResult(value).result_number if owner.name == "util.assume.int" else 0
+        return _integer_value(owner.operands[number], constants)
+    if owner.name in ("arith.addi", "arith.muli"):
+        lhs, rhs = (_integer_value(operand, constants) for operand in owner.operands)
+        if lhs is None or rhs is None:
+            return None
+        return lhs + rhs if owner.name == "arith.addi" else lhs * rhs
+    return None
+
+
+def benchmark_dispatch(function: ir.Operation) -> tuple[list[int], dict[int, int]]:
+    """(push constants, binding index -> range length) of the dispatch in the benchmark function."""
+    op = next((op for op in walk(function) if op.name == "hal.command_buffer.dispatch"), None)
+    if op is None:
+        return [], {}
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    # Segments: command buffer, executable, function, x, y, z, constants, buffers, offsets, lengths.
+    start = sum(sizes[:6])
+    constants = [_integer_value(v, []) for v in list(op.operands)[start : start + sizes[6]]]
+    lengths_start = start + sizes[6] + sizes[7] + sizes[8]
+    lengths = [_integer_value(v, []) for v in list(op.operands)[lengths_start : lengths_start + sizes[9]]]
+    if any(c is None for c in constants):
+        raise TracelinkError("the benchmark dispatches with push constants that are not constant; not tunable")
+    return [int(c) for c in constants], {i: int(n) for i, n in enumerate(lengths) if n is not None}
+
+
+def indexing_maps(op: ir.Operation) -> list[ir.Attribute]:
+    """The indexing maps of a linalg op, also of named ops that do not print them (vecmat, matvec, convolutions)."""
+    return list(linalg.get_indexing_maps(op))
 
 
 def is_root(op: ir.Operation) -> bool:
@@ -244,10 +298,10 @@ def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatc
 
 
 def describe(module: ir.Module, benchmark: Path) -> Dispatch:
-    executable = variant = export = bench_function = device_symbol = None
-    root = dispatch_func = None
-    bindings: dict[int, Binding] = {}
-    has_constants = False
+    """What the tuner knows about the dispatch of a parsed benchmark dump; TracelinkError when not tunable."""
+    executable = variant = export = device_symbol = None
+    root = dispatch_func = bench_op = None
+    subspans: list[ir.Operation] = []
     for op in walk(module.operation):
         name = op.name
         if name == "hal.executable" and executable is None:
@@ -261,33 +315,21 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
         elif name == "util.func" and "iree.reflection" in op.attributes:
             reflection = ir.DictAttr(op.attributes["iree.reflection"])
             if "iree.benchmark" in reflection:
-                bench_function = ir.StringAttr(op.attributes["sym_name"]).value
+                bench_op = op
         elif name == "func.func" and "translation_info" in op.attributes:
             dispatch_func = op
         elif name == "hal.interface.binding.subspan":
-            index = ir.IntegerAttr(op.attributes["binding"]).value
-            memref = ir.ShapedType(op.results[0].type)
-            if not memref.has_static_shape:
-                raise TracelinkError(f"{benchmark}: binding {index} has a dynamic shape; not tunable")
-            readonly = bool(ir.IntegerAttr(op.attributes["descriptor_flags"]).value & 1)
-            offset = _constant_int(op.operands[0]) if len(op.operands) else 0
-            if offset is None or index in bindings:
-                raise TracelinkError(f"{benchmark}: binding {index} is used at a dynamic or several offsets; not tunable")
-            bindings[index] = Binding(index, tuple(memref.shape), str(memref.element_type), readonly, offset)
-        elif name == "hal.interface.constant.load":
-            has_constants = True
+            subspans.append(op)
         elif root is None and is_root(op):
             root = op
-    if any(item is None for item in (export, executable, variant, bench_function, dispatch_func, device_symbol)):
+    if any(item is None for item in (export, executable, variant, bench_op, dispatch_func, device_symbol)):
         raise TracelinkError(f"{benchmark}: not a dispatch benchmark dump (no executable export or benchmark function)")
     if root is None:
-        raise TracelinkError(
-            f"{benchmark}: {export} has no tunable root op (matmul, batch_matmul, convolution or contraction generic)"
-        )
-    if has_constants:
-        raise TracelinkError(f"{benchmark}: {export} takes push constants (dynamic shapes); not tunable")
+        raise TracelinkError(f"{export} has no tunable root op (matmul, batch_matmul, convolution or contraction generic)")
+    constants, ranges = benchmark_dispatch(bench_op)
+    bindings = [_binding(op, constants, ranges, export) for op in subspans]
     kind, roles, match_dims = _roles(root)
-    maps = [ir.AffineMapAttr(item).value for item in ir.ArrayAttr(root.attributes["indexing_maps"])]
+    maps = [ir.AffineMapAttr(item).value for item in indexing_maps(root)]
     sizes = _loop_sizes(root, maps)
     loops = [Loop(i, roles[i][0], roles[i][1], sizes[i]) for i in range(len(sizes))]
     match_sizes = {group: [sizes[i] for i in members] for group, members in match_dims.items() if group not in ("strides", "dilations")}
@@ -298,20 +340,33 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
         export=export,
         executable=executable,
         variant=variant,
-        bench_function=bench_function,
         root_op=root.name,
         kind=kind,
         loops=loops,
-        indexing_maps=[str(item) for item in ir.ArrayAttr(root.attributes["indexing_maps"])],
+        indexing_maps=[str(item) for item in indexing_maps(root)],
         access=[[_linear_terms(expr, str(benchmark)) for expr in amap.results] for amap in maps],
         operand_types=[_element_type(value) for value in root.operands],
         default_config=config_fields(default_attr),
         default_config_text=str(default_attr),
         translation_info=str(dispatch_func.attributes["translation_info"]),
-        bindings=[bindings[i] for i in sorted(bindings)],
+        bindings=sorted(bindings, key=lambda b: (b.index, b.offset)),
         device_symbol=device_symbol,
+        constants=constants,
         match_dims=match_sizes,
     )
+
+
+def _binding(op: ir.Operation, constants: list[int], ranges: dict[int, int], export: str) -> Binding:
+    """The view a subspan op opens, its offset evaluated with the benchmark's push constants."""
+    index = ir.IntegerAttr(op.attributes["binding"]).value
+    memref = ir.ShapedType(op.results[0].type)
+    if not memref.has_static_shape:
+        raise TracelinkError(f"{export}: binding {index} has a dynamic shape; not tunable")
+    readonly = bool(ir.IntegerAttr(op.attributes["descriptor_flags"]).value & 1)
+    offset = _integer_value(op.operands[0], constants) if len(op.operands) else 0
+    if offset is None:
+        raise TracelinkError(f"{export}: binding {index}'s offset is computed in a way tracelink cannot evaluate; not tunable")
+    return Binding(index, tuple(memref.shape), str(memref.element_type), readonly, offset, ranges.get(index, 0))
 
 
 def check_source_form(dispatch: Dispatch, source: Path) -> None:
@@ -326,11 +381,10 @@ def check_source_form(dispatch: Dispatch, source: Path) -> None:
     forms = []
     for op in walk(module.operation):
         if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op):
-            if "indexing_maps" in op.attributes:
-                items = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
-                if [str(item) for item in items] == dispatch.indexing_maps:
-                    return
-                forms.append(f"{op.name} with {ir.AffineMapAttr(items[0]).value.n_dims} loops")
+            items = indexing_maps(op)
+            if [str(item) for item in items] == dispatch.indexing_maps:
+                return
+            forms.append(f"{op.name} with {ir.AffineMapAttr(items[0]).value.n_dims} loops")
     raise TracelinkError(
         f"{source}: {dispatch.export}'s root op is rewritten during configuration "
         f"({dispatch.root_op} with {len(dispatch.loops)} loops here, {', '.join(forms) or 'no such op'} in the source), "

@@ -1,10 +1,12 @@
-"""A verification entry point added to a benchmark program: run the dispatch once on given buffers.
+"""An entry point added to a benchmark program: run the dispatch on given buffers, a given number of times.
 
 The benchmark function IREE dumps runs the dispatch on uninitialized memory and returns nothing, so it
-cannot check numerics. ``tracelink_verify`` takes one buffer view per binding (inputs and outputs, in
-binding order), dispatches the executable once over them and returns views of the written bindings.
-It is built as HAL-level IR next to the benchmark function, so the same compiled candidate is both
-benchmarked and verified. Inputs are seeded random arrays saved as .npy, fed with iree-run-module.
+can neither check numerics nor time the dispatch on the data it sees in the program (timings on
+uninitialized memory are not the program's). ``tracelink_run`` takes one buffer view per binding (in
+binding order) and a repeat count, dispatches the executable that many times over them with the
+benchmark's push constants, and returns views of the written bindings. It is built as HAL-level IR next
+to the benchmark function, so the same compiled candidate is verified (count 1) and timed (count n) on
+the same seeded inputs, saved as .npy and fed with iree-run-module / iree-benchmark-module.
 """
 
 from __future__ import annotations
@@ -15,29 +17,66 @@ from pathlib import Path
 import numpy as np
 
 from tracelink import TracelinkError
-from tracelink.tune.dispatch import ELEMENT_TYPES, Dispatch
+from tracelink.tune.dispatch import ELEMENT_TYPES, Binding, Dispatch
 
-VERIFY_FUNCTION = "tracelink_verify"
+RUN_FUNCTION = "tracelink_run"
 
 
-def verify_function_text(dispatch: Dispatch, device_symbol: str) -> str:
-    """MLIR text of the ``util.func`` that dispatches once over caller-provided buffers."""
+def _dispatch_lines(dispatch: Dispatch) -> list[str]:
+    """The repeated dispatch and its barrier, over the caller's buffers with the benchmark's push constants."""
+    constants = [f"  %k{i} = arith.constant {value} : i32" for i, value in enumerate(dispatch.constants)]
+    with_constants = f" constants([{', '.join(f'%k{i}' for i in range(len(constants)))}])" if constants else ""
+    return [
+        *constants,
+        "  %c1 = arith.constant 1 : index",
+        "  scf.for %i = %c0 to %count step %c1 {",
+        "    hal.command_buffer.dispatch<%cmd : !hal.command_buffer> target(%exe : !hal.executable)[%function] "
+        f"workgroups([%wx, %wy, %wz]){with_constants} bindings([",
+        ",\n".join(f"      (%buffer{b.index} : !hal.buffer)[%c0, %size{b.index}]" for b in dispatch.buffers),
+        '    ]) flags("None")',
+        '    hal.command_buffer.execution_barrier<%cmd : !hal.command_buffer> source("Dispatch|CommandRetire") '
+        'target("CommandIssue|Dispatch") flags("None")',
+        "  }",
+    ]
+
+
+def _result_lines(view: int, binding: Binding) -> list[str]:
+    """A buffer view over one written binding view (its offset, size, shape and element type)."""
+    name = f"{binding.index}_{view}"
+    lines = [
+        f"  %offset{name} = arith.constant {binding.offset} : index",
+        f"  %view_size{name} = arith.constant {binding.byte_size} : index",
+    ]
+    dims = []
+    for axis, extent in enumerate(binding.shape):
+        lines.append(f"  %dim{name}_{axis} = arith.constant {extent} : index")
+        dims.append(f"%dim{name}_{axis}")
+    lines.append(f"  %type{name} = hal.element_type<{ELEMENT_TYPES[binding.element_type][1]}> : i32")
+    lines.append(
+        f"  %result{name} = hal.buffer_view.create buffer(%buffer{binding.index} : !hal.buffer)"
+        f"[%offset{name}, %view_size{name}] shape([{', '.join(dims)}]) type(%type{name}) encoding(%encoding) : !hal.buffer_view"
+    )
+    return lines
+
+
+def run_function_text(dispatch: Dispatch, device_symbol: str) -> str:
+    """MLIR text of the ``util.func`` that dispatches ``count`` times over caller-provided buffers."""
     target = f"@{dispatch.executable}::@{dispatch.variant}::@{dispatch.export}"
-    args = ", ".join(f"%view{b.index}: !hal.buffer_view" for b in dispatch.bindings)
+    buffers = dispatch.buffers
+    args = ", ".join([*(f"%view{b.index}: !hal.buffer_view" for b in buffers), "%count_i32: i32"])
     outputs = [b for b in dispatch.bindings if not b.readonly]
     if not outputs:
         raise TracelinkError(f"{dispatch.export}: no binding is written; nothing to verify")
+    result_types = ", ".join("!hal.buffer_view" for _ in outputs)
     lines = [
-        f"util.func public @{VERIFY_FUNCTION}({args}) -> ({', '.join('!hal.buffer_view' for _ in outputs)}) "
-        "attributes {iree.abi.stub} {",
+        f"util.func public @{RUN_FUNCTION}({args}) -> ({result_types}) attributes {{iree.abi.stub}} {{",
         f"  %device, %affinity = hal.device.resolve on(#hal.device.affinity<@{device_symbol}>) : !hal.device, i64",
         "  %c0 = arith.constant 0 : index",
+        "  %count = arith.index_cast %count_i32 : i32 to index",
     ]
-    for b in dispatch.bindings:
+    for b in buffers:
         lines.append(f"  %buffer{b.index} = hal.buffer_view.buffer<%view{b.index} : !hal.buffer_view> : !hal.buffer")
-        lines.append(f"  %size{b.index} = arith.constant {b.buffer_size} : index")
-        lines.append(f"  %offset{b.index} = arith.constant {b.offset} : index")
-        lines.append(f"  %view_size{b.index} = arith.constant {b.byte_size} : index")
+        lines.append(f"  %size{b.index} = arith.constant {dispatch.buffer_size(b.index)} : index")
     lines += [
         '  %cmd = hal.command_buffer.create device(%device : !hal.device) mode("OneShot|AllowInlineExecution") '
         "categories(Dispatch) affinity(%affinity) : !hal.command_buffer",
@@ -45,12 +84,7 @@ def verify_function_text(dispatch: Dispatch, device_symbol: str) -> str:
         ": index, index, index",
         f"  %exe = hal.executable.lookup device(%device : !hal.device) executable(@{dispatch.executable}) : !hal.executable",
         f"  %function = hal.executable.lookup.function target(%exe : !hal.executable) function({target}) : i64",
-        "  hal.command_buffer.dispatch<%cmd : !hal.command_buffer> target(%exe : !hal.executable)[%function] "
-        "workgroups([%wx, %wy, %wz]) bindings([",
-        ",\n".join(f"    (%buffer{b.index} : !hal.buffer)[%c0, %size{b.index}]" for b in dispatch.bindings),
-        '  ]) flags("None")',
-        '  hal.command_buffer.execution_barrier<%cmd : !hal.command_buffer> source("Dispatch|CommandRetire") '
-        'target("CommandIssue|Dispatch") flags("None")',
+        *_dispatch_lines(dispatch),
         "  hal.command_buffer.finalize<%cmd : !hal.command_buffer>",
         "  %no_wait = util.null : !hal.fence",
         '  %fence = hal.fence.create device(%device : !hal.device) flags("None") : !hal.fence',
@@ -58,24 +92,13 @@ def verify_function_text(dispatch: Dispatch, device_symbol: str) -> str:
         'commands(%cmd) flags("None")',
         "  %forever = arith.constant -1 : i32",
         '  %status = hal.fence.await until([%fence]) timeout_millis(%forever) flags("None") : i32',
-        '  util.status.check_ok %status, "tracelink: verification dispatch failed"',
+        '  util.status.check_ok %status, "tracelink: dispatch failed"',
         "  %encoding = hal.encoding_type<dense_row_major> : i32",
     ]
-    results = []
-    for b in outputs:
-        hal_type = ELEMENT_TYPES[b.element_type][1]
-        dims = []
-        for axis, extent in enumerate(b.shape):
-            lines.append(f"  %dim{b.index}_{axis} = arith.constant {extent} : index")
-            dims.append(f"%dim{b.index}_{axis}")
-        lines.append(f"  %type{b.index} = hal.element_type<{hal_type}> : i32")
-        lines.append(
-            f"  %result{b.index} = hal.buffer_view.create buffer(%buffer{b.index} : !hal.buffer)"
-            f"[%offset{b.index}, %view_size{b.index}] "
-            f"shape([{', '.join(dims)}]) type(%type{b.index}) encoding(%encoding) : !hal.buffer_view"
-        )
-        results.append(f"%result{b.index}")
-    lines.append(f"  util.return {', '.join(results)} : {', '.join('!hal.buffer_view' for _ in outputs)}")
+    for view, binding in enumerate(outputs):
+        lines += _result_lines(view, binding)
+    results = ", ".join(f"%result{b.index}_{view}" for view, b in enumerate(outputs))
+    lines.append(f"  util.return {results} : {result_types}")
     lines.append("}")
     return "\n".join(lines)
 
@@ -90,17 +113,20 @@ def check_supported(dispatch: Dispatch) -> None:
 def write_inputs(dispatch: Dispatch, directory: Path) -> list[Path]:
     """Seeded random contents for every binding (small integers, or floats in [-1, 1]), as .npy files.
 
-    A binding whose view starts at an offset gets a flat array covering the offset too."""
+    A binding whose views start at an offset, or that has several views, gets a flat array covering
+    its whole range, of its first view's element type."""
     check_supported(dispatch)
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(zlib.crc32(dispatch.export.encode()))
     paths = []
-    for b in dispatch.bindings:
+    for b in dispatch.buffers:
         dtype = np.dtype(ELEMENT_TYPES[b.element_type][0])
-        if b.offset % dtype.itemsize:
-            raise TracelinkError(f"{dispatch.export}: binding {b.index} starts at byte {b.offset}, "
+        views = [v for v in dispatch.bindings if v.index == b.index]
+        if any(v.offset % dtype.itemsize for v in views):
+            raise TracelinkError(f"{dispatch.export}: binding {b.index} has a view at a byte offset that is "
                                  f"not a multiple of its {b.element_type} elements; verification cannot feed it")
-        shape = b.shape if b.offset == 0 else (b.buffer_size // dtype.itemsize,)
+        size = dispatch.buffer_size(b.index)
+        shape = b.shape if len(views) == 1 and b.offset == 0 and size == b.byte_size else (-(-size // dtype.itemsize),)
         if dtype.kind == "f":
             data = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
         else:

@@ -2,11 +2,13 @@
 
 Candidates are written and compiled by ``iree-compile`` in a process pool sized to the machine (with a
 rich progress bar); each built candidate is then, one at a time so timings do not disturb each other,
-run once through ``tracelink_verify`` with ``iree-run-module`` on seeded inputs and compared with the
-default config's outputs, and only when it matches timed with ``iree-benchmark-module`` (repetitions;
-median and a distribution-free 95% confidence interval; a timeout relative to the default's run time).
-A candidate that fails to compile, crashes, times out or computes something else is recorded as failed
-and is never chosen.
+run once through ``tracelink_run`` with ``iree-run-module`` on seeded inputs and compared with the
+default config's outputs, and only when it matches timed with ``iree-benchmark-module`` running
+``tracelink_run`` on the same inputs (never on uninitialized memory; repetitions; median and a
+distribution-free 95% confidence interval; a timeout relative to the default's run time). A timing
+faster than the machine can compute (above the measured peak, see ``peak``) is rejected as invalid.
+A candidate that fails to compile, crashes, times out, computes something else or runs impossibly
+fast is recorded as failed and is never chosen.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from tracelink import TracelinkError
 from tracelink.tools import tool_path
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
-from tracelink.tune.dispatch import Dispatch, config_text
+from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
+from tracelink.tune.peak import peak_gflops
 from tracelink.tune.space import machine_cores
 
 OK = "ok"
-FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout")
+FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout", "above_peak")
 
 
 @dataclass
@@ -51,6 +54,10 @@ class MeasureOptions:
     min_timeout_seconds: float = 30.0
     compile_timeout_seconds: float = 300.0
     jobs: int = field(default_factory=machine_cores)
+    # Timings above peak_margin x the machine's peak GFLOP/s are invalid. The peak is measured once
+    # per machine (best of a few f32 matmul configs, cached; see peak.py) unless peak_gflops is set.
+    peak_gflops: float = 0.0
+    peak_margin: float = 1.5
 
     @classmethod
     def from_table(cls, table: dict, where: str) -> "MeasureOptions":
@@ -102,7 +109,7 @@ class Trial:
     tuner: str
     knobs: dict[str, int]
     configuration: str
-    verification: str  # ok, mismatch, compile_error, run_error, timeout
+    verification: str  # ok, mismatch, compile_error, run_error, timeout, above_peak
     error: str = ""
     timing: Timing | None = None
     gflops: float = 0.0
@@ -169,15 +176,16 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
 
 
 def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, device: str, timeout: float) -> list[np.ndarray]:
-    """Run ``tracelink_verify`` once; returns the written bindings. Raises RuntimeError / TimeoutError."""
+    """Run ``tracelink_run`` once; returns the written bindings. Raises RuntimeError / TimeoutError."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"output{i}.npy" for i in range(outputs)]
     command = [
         tool_path("iree-run-module"),
         f"--module={vmfb}",
         f"--device={device}",
-        f"--function={harness.VERIFY_FUNCTION}",
+        f"--function={harness.RUN_FUNCTION}",
         *(f"--input=@{path}" for path in inputs),
+        "--input=1",
         *(f"--output=@{path}" for path in paths),
     ]
     run_candidate_tool(command, timeout, "verification run")
@@ -196,15 +204,16 @@ def run_candidate_tool(command: list[str], timeout: float, what: str) -> subproc
 
 
 def run_benchmark(
-    vmfb: Path, function: str, options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
+    vmfb: Path, inputs: list[Path], options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
 ) -> Timing:
-    """Time the benchmark function; per-dispatch seconds of each repetition."""
+    """Time ``tracelink_run`` dispatching ``batch_size`` times on ``inputs``; per-dispatch seconds of each repetition."""
     command = [
         tool_path("iree-benchmark-module"),
         f"--module={vmfb}",
         f"--device={options.device}",
-        f"--function={function}",
-        f"--batch_size={batch_size}",
+        f"--function={harness.RUN_FUNCTION}",
+        *(f"--input=@{path}" for path in inputs),
+        f"--input={batch_size}",
         f"--benchmark_repetitions={repetitions or options.repetitions}",
         f"--benchmark_min_time={options.repetition_seconds}s",
         "--benchmark_format=json",
@@ -215,7 +224,7 @@ def run_benchmark(
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     column = "cpu_time" if options.clock == "cpu" else "real_time"
     samples = [
-        row[column] * scale[row.get("time_unit", "ns")]
+        row[column] * scale[row.get("time_unit", "ns")] / batch_size
         for row in report.get("benchmarks", [])
         if row.get("run_type") == "iteration"
     ]
@@ -242,6 +251,14 @@ class Measurer:
         self.batch_size = 1
         self.timeout = options.min_timeout_seconds
         self.default: Trial | None = None
+        self.max_gflops = math.inf  # set by measure_default: faster timings are invalid
+
+    def throughput_bound(self) -> float:
+        """The fastest honest GFLOP/s for this dispatch: the margin times the f32 peak of one core (all
+        cores on local-task), more for narrower element types (more lanes per vector)."""
+        bits = min(element_bytes(t) for t in self.dispatch.operand_types) * 8
+        cores = 1 if self.options.device == "local-sync" else machine_cores()
+        return self.options.peak_margin * peak_gflops(self.options) * cores * max(1.0, 32 / bits)
 
     # -- building -------------------------------------------------------------------------------
     def paths(self, configuration: str) -> tuple[Path, Path]:
@@ -288,15 +305,18 @@ class Measurer:
         try:
             self.reference = run_verify(vmfb, self.inputs, harness.output_count(self.dispatch),
                                         self.workdir / "reference", self.options.device, 600.0)
-            probe = run_benchmark(vmfb, self.dispatch.bench_function, self.options, 1, 600.0, repetitions=1)
+            probe = run_benchmark(vmfb, self.inputs, self.options, 1, 600.0, repetitions=1)
         except (RuntimeError, TimeoutError) as error:
-            raise TracelinkError(f"{self.dispatch.benchmark}: the default config does not run: {error}") from error
+            raise TracelinkError(f"{self.dispatch.export}: the default config does not run: {error}") from error
         self.batch_size = max(1, min(1000, round(self.options.batch_seconds / max(probe.median, 1e-9))))
+        self.max_gflops = self.throughput_bound()
         started = time.perf_counter()
-        timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size, 600.0)
+        timing = run_benchmark(vmfb, self.inputs, self.options, self.batch_size, 600.0)
         wall = time.perf_counter() - started
         self.timeout = self.options.min_timeout_seconds + self.options.timeout_factor * wall
-        self.default = self._trial(0, "default", {}, configuration, OK, "", timing, seconds, vmfb)
+        self.default = self._timed(0, "default", {}, configuration, timing, seconds, vmfb)
+        if not self.default.ok:
+            raise TracelinkError(f"{self.dispatch.export}: the default config's timing is invalid: {self.default.error}")
         return self.default
 
     # -- candidates -----------------------------------------------------------------------------
@@ -337,11 +357,20 @@ class Measurer:
         if mismatch:
             return self._trial(number, tuner, knobs, configuration, "mismatch", mismatch, None, seconds, vmfb)
         try:
-            timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size, self.timeout)
+            timing = run_benchmark(vmfb, self.inputs, self.options, self.batch_size, self.timeout)
         except TimeoutError as error:
             return self._trial(number, tuner, knobs, configuration, "timeout", str(error), None, seconds, vmfb)
         except RuntimeError as error:
             return self._trial(number, tuner, knobs, configuration, "run_error", str(error), None, seconds, vmfb)
+        return self._timed(number, tuner, knobs, configuration, timing, seconds, vmfb)
+
+    def _timed(self, number, tuner, knobs, configuration, timing: Timing, seconds, vmfb) -> Trial:
+        """The trial of a timed candidate: valid unless faster than the machine can compute it."""
+        gflops = self.dispatch.flops / timing.median / 1e9
+        if gflops > self.max_gflops:
+            error = (f"timed at {gflops:.1f} GFLOP/s, above the machine's peak bound {self.max_gflops:.1f} GFLOP/s: "
+                     "the timing cannot be of this computation")
+            return self._trial(number, tuner, knobs, configuration, "above_peak", error, None, seconds, vmfb)
         return self._trial(number, tuner, knobs, configuration, OK, "", timing, seconds, vmfb)
 
     def _trial(self, number, tuner, knobs, configuration, verification, error, timing, seconds, vmfb) -> Trial:
@@ -355,8 +384,8 @@ class Measurer:
         per_round: list[list[float]] = [[] for _ in vmfbs]
         for _ in range(rounds):
             for i, vmfb in enumerate(vmfbs):
-                timing = run_benchmark(vmfb, self.dispatch.bench_function, self.options, self.batch_size,
-                                       self.timeout, repetitions=repetitions)
+                timing = run_benchmark(vmfb, self.inputs, self.options, self.batch_size, self.timeout,
+                                       repetitions=repetitions)
                 per_round[i].append(timing.median)
         return [Timing(samples) for samples in per_round]
 

@@ -19,9 +19,12 @@ from iree.compiler import ir
 from rich.console import Console
 
 from tracelink import TracelinkError
+from tracelink.profile_dir import Profile
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
+from tracelink.tune.diff import run_inputs, run_parameters
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
+from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_spec
 from tracelink.tune.tuners import make_tuner, search
@@ -63,8 +66,33 @@ class Outcome:
         return {k: v for k, v in vars(self).items() if k not in ("fields", "dispatch")}
 
 
-def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str | None) -> tuple[list[Target], list[Target]]:
-    """(targets to tune, hot dispatches skipped with the reason), hottest first."""
+def one_line(error: Exception) -> str:
+    """An error as one line: tracelink's own message, or the exception's type and first line."""
+    lines = str(error).strip().splitlines() or [""]
+    return lines[0] if isinstance(error, TracelinkError) else f"{type(error).__name__}: {lines[0]}".rstrip(": ")
+
+
+def examine(row, artifacts: Path) -> Target:
+    """A dispatch of the exports table, loaded, or with the reason it cannot be tuned."""
+    target = Target(str(row.export), float(row.share))
+    try:
+        if not target.share > 0:
+            raise TracelinkError("no time in the timed run (an initializer-only dispatch); nothing to gain")
+        if not isinstance(row.benchmark_file, str) or not row.benchmark_file:
+            raise TracelinkError("no benchmark dump recorded")
+        target.dispatch = load_dispatch(artifacts / row.benchmark_file)
+        source = getattr(row, "source_file", None)
+        if isinstance(source, str) and source:
+            check_source_form(target.dispatch, artifacts / source)
+    except Exception as error:  # any failure to read one dispatch skips it with one line, never a traceback
+        target.dispatch, target.reason = None, one_line(error)
+    return target
+
+
+def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str | None) -> tuple[list[Target], list[Target], float]:
+    """(targets to tune, dispatches skipped with the reason, share of timed dispatch time that is tunable).
+
+    Every dispatch is examined, hottest first, so the tunable share covers those beyond ``top`` too."""
     needed = {"export", "benchmark_file", "share"}
     if not needed <= set(exports.columns):
         raise TracelinkError(f"{artifacts.parent}/exports.csv: missing column(s) {', '.join(sorted(needed - set(exports.columns)))}")
@@ -74,27 +102,14 @@ def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str |
         if ranked.empty:
             raise TracelinkError(f"{artifacts.parent}/exports.csv: no dispatch named '{name}' "
                                  f"(dispatches: {', '.join(exports['export'].astype(str))})")
-    chosen: list[Target] = []
-    skipped: list[Target] = []
-    for row in ranked.itertuples():
-        if len(chosen) >= top:
-            break
-        target = Target(str(row.export), float(row.share))
-        try:
-            if not isinstance(row.benchmark_file, str) or not row.benchmark_file:
-                raise TracelinkError(f"{row.export}: no benchmark dump recorded")
-            target.dispatch = load_dispatch(artifacts / row.benchmark_file)
-            source = getattr(row, "source_file", None)
-            if isinstance(source, str) and source:
-                check_source_form(target.dispatch, artifacts / source)
-            chosen.append(target)
-        except TracelinkError as error:
-            target.reason = str(error)
-            skipped.append(target)
-    if not chosen:
-        reasons = "; ".join(f"{t.export}: {t.reason}" for t in skipped) or "the profile has no dispatches"
-        raise TracelinkError(f"{artifacts.parent}: no tunable dispatch ({reasons})")
-    return chosen, skipped
+    examined = [examine(row, artifacts) for row in ranked.itertuples()]
+    tunable = [t for t in examined if t.dispatch is not None]
+    skipped = [t for t in examined if t.dispatch is None]
+    if not tunable:
+        reasons = "; ".join(f"{t.export}: {t.reason}" for t in skipped[:3]) or "the profile has no dispatches"
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        raise TracelinkError(f"{artifacts.parent}: no tunable dispatch ({reasons}{more})")
+    return tunable[:top], skipped, float(sum(t.share for t in tunable))
 
 
 class TrialLog:
@@ -218,13 +233,30 @@ def measurer_fields(trial: Trial) -> dict[str, list[int]]:
     return config_fields(ir.Attribute.parse(trial.configuration, ir.Context()))
 
 
-def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, manifest: dict, config: TuneConfig,
-                 dispatch_name: str | None, resume: bool, spec_path: Path | None, console: Console) -> tuple[list[Outcome], Path | None]:
-    """Tune the profile's hottest tunable dispatches; returns the outcomes and the spec path (None: no gain)."""
-    targets, skipped = select_targets(exports, artifacts, config.select.top, dispatch_name)
+def check_in_program(profile: Profile, vmfb: Path, rounds: int, console: Console) -> dict:
+    """The whole program with the spec against the profiled build, timed alternately for ``rounds`` rounds."""
+    function, inputs, parameters = profile.summary["function"], run_inputs(profile), run_parameters(profile)
+    calls = max(5, int(profile.summary.get("repetitions", 10)))
+    runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
+            for v in (profile.artifacts / "app.vmfb", vmfb)]
+    with console.status(f"timing the program with and without the spec, {rounds} alternating rounds"):
+        base, tuned = alternate(runs, rounds)
+    return summarize(base, tuned)
+
+
+def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
+                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Path | None, dict | None]:
+    """Tune the profile's hottest tunable dispatches.
+
+    Returns the outcomes, the spec path (None: no gain) and the in-program check (None: not run)."""
+    manifest = profile.manifest
+    targets, skipped, tunable_share = select_targets(profile.exports, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
-        console.print(f"[dim]skipped {target.export} ({target.share:.1%}): {target.reason}[/]")
-    workdir = Path(profile_dir) / "tune"
+        console.print(f"[dim]skipped {target.export} ({target.share:.1%}): {target.reason}[/]", soft_wrap=True)
+    console.print(f"tunable: {tunable_share:.1%} of the timed dispatch time; tuning {len(targets)} dispatch(es) "
+                  f"with {sum(t.share for t in targets):.1%}; skipped {len(skipped)} with "
+                  f"{sum(t.share for t in skipped):.1%}", soft_wrap=True)
+    workdir = profile.directory / "tune"
     used = set()
     for target in targets:
         used |= set(TileSpace.knob_names_of(target.dispatch))
@@ -239,8 +271,8 @@ def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, mani
             for target in targets:
                 try:
                     outcomes.append(tune_dispatch(target, config, workdir, log, pool, progress, console))
-                except TracelinkError as error:
-                    outcomes.append(Outcome(target.export, target.share, note=str(error)))
+                except Exception as error:  # one dispatch failing to tune is a note, the others go on
+                    outcomes.append(Outcome(target.export, target.share, note=one_line(error)))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
@@ -251,22 +283,32 @@ def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, mani
         raise TracelinkError(notes)
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
-        return outcomes, None
+        return outcomes, None, None
     spec_path = Path(spec_path) if spec_path else workdir / "spec.mlir"
     write_spec(choices, spec_path)
-    if config.select.check_spec and manifest.get("input"):
-        missed = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
-                               choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
-        for choice in missed:
-            for outcome in outcomes:
-                if outcome.dispatch is choice.dispatch:
-                    outcome.selected = False
-                    outcome.note = "the tuning spec did not apply to this dispatch when compiling the program"
-        kept = [c for c in choices if c not in missed]
-        if not kept:
-            spec_path.unlink()
-            return outcomes, None
-        if missed:
-            write_spec(kept, spec_path)
-        pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
-    return outcomes, spec_path
+    if not (config.select.check_spec and manifest.get("input")):
+        return outcomes, spec_path, None
+    missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
+                                 choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
+    for choice in missed:
+        for outcome in outcomes:
+            if outcome.dispatch is choice.dispatch:
+                outcome.selected = False
+                outcome.note = "the tuning spec did not apply to this dispatch when compiling the program"
+    kept = [c for c in choices if c not in missed]
+    pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+    if not kept:
+        spec_path.unlink()
+        return outcomes, None, None
+    if missed:
+        write_spec(kept, spec_path)
+        missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
+                                     kept, workdir / "spec_check", config.measure.compile_timeout_seconds)
+    if config.select.program_rounds < 2:
+        return outcomes, spec_path, None
+    check = check_in_program(profile, vmfb, config.select.program_rounds, console)
+    (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
+    if check["ci_low"] > 1:
+        return outcomes, spec_path, check
+    spec_path.unlink()  # a spec that does not speed the whole program up is not handed to the user
+    return outcomes, None, check

@@ -18,7 +18,7 @@ from iree.compiler import ir
 from tracelink import TracelinkError
 from tracelink.tools import tool_path
 from tracelink.provenance.ir_utils import walk
-from tracelink.tune.dispatch import Dispatch, config_fields, config_text, is_root
+from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
 
 # Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
 DUMP_FLAG_PREFIXES = (
@@ -140,23 +140,25 @@ def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[
     """(indexing maps, lowering-config fields) of every configured root op in a compiled program."""
     roots = []
     for op in walk(module.operation):
-        if is_root(op) and "indexing_maps" in op.attributes:
-            maps = [str(item) for item in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        if is_root(op):
+            maps = [str(item) for item in indexing_maps(op)]
             roots.append((maps, config_fields(op.attributes["lowering_config"])))
     return roots
 
 
 def check_applied(program: Path, flags: list[str], spec: Path, choices: list[Choice], workdir: Path,
-                  timeout: float) -> list[Choice]:
-    """Compile ``program`` with the spec up to executable configuration; return the choices not applied.
+                  timeout: float) -> tuple[list[Choice], Path]:
+    """Compile ``program`` with the spec; return the choices not applied and the compiled program.
 
-    A choice counts as applied when some root op with its indexing maps carries exactly its config.
+    A choice counts as applied when some root op of the dumped configured executables has its
+    indexing maps and exactly its config. The program (``workdir/app.vmfb``) is what the in-program
+    check times against the profiled build.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    output = workdir / "configured.mlir"
+    vmfb, dump = workdir / "app.vmfb", workdir / "configured"
     kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
     command = [tool_path("iree-compile"), str(program), *kept, f"--iree-codegen-tuning-spec-path={spec}",
-               "--compile-to=executable-configurations", "--mlir-elide-elementsattrs-if-larger=16", "-o", str(output)]
+               f"--iree-hal-dump-executable-configurations-to={dump}", "-o", str(vmfb)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as error:
@@ -165,5 +167,6 @@ def check_applied(program: Path, flags: list[str], spec: Path, choices: list[Cho
     if done.returncode != 0:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise TracelinkError(f"{spec}: the program {program} does not compile with this tuning spec: {first}")
-    roots = configured_roots(ir.Module.parseFile(str(output), ir.Context()))
-    return [c for c in choices if (c.dispatch.indexing_maps, c.fields) not in roots]
+    roots = [root for path in sorted(dump.glob("configured_*.mlir"))
+             for root in configured_roots(ir.Module.parseFile(str(path), ir.Context()))]
+    return [c for c in choices if (c.dispatch.indexing_maps, c.fields) not in roots], vmfb
