@@ -69,6 +69,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events
+from tracelink.tools import kill_group, reap, reap_within, start_process
 
 HOOK_LIBRARY_NAME = "libtracelink_hook.so"
 RECORD_FILE_GLOB = "hook-*.tlhk"
@@ -532,12 +533,9 @@ def _hooked_environment(
 def _stop(process: subprocess.Popen) -> None:
     """SIGTERM the command's process group (the hook flushes on it), SIGKILL if it lingers."""
     for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        kill_group(process, signal_number)
         try:
-            os.killpg(process.pid, signal_number)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=STOP_GRACE_S)
+            reap_within(process, STOP_GRACE_S)
             return
         except subprocess.TimeoutExpired:
             continue
@@ -546,16 +544,17 @@ def _stop(process: subprocess.Popen) -> None:
 def _execute(command: list[str], env: dict[str, str], timeout_s: float | None) -> tuple[int, bool]:
     """Run the command in its own process group; return (returncode, timed_out)."""
     try:
-        process = subprocess.Popen(command, env=env, start_new_session=True)
+        process = start_process(command, env=env)
     except OSError as error:
         raise TracelinkError(f"cannot run {command[0]}: {error.strerror}") from error
     try:
-        return process.wait(timeout=timeout_s), False
+        return reap_within(process, timeout_s), False
     except subprocess.TimeoutExpired:
         _stop(process)
-        return process.wait(), True
-    except KeyboardInterrupt:
-        _stop(process)
+        return process.returncode, True
+    except BaseException:
+        kill_group(process)  # an interrupt: no grace period, it must stop within the 2 s promised
+        reap(process)
         raise
 
 

@@ -34,7 +34,8 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
     """Every export in the configured executable dumps, by export name."""
     context = context or new_context()
     exports: dict[str, ExportInfo] = {}
-    for configured in sorted(executables_dir.glob("configured_module_*.mlir")):
+    # configured_<module symbol>_<function>_dispatch_N.mlir: "module" only when the module has no name
+    for configured in sorted(executables_dir.glob("configured_*.mlir")):
         stem = configured.name.removeprefix("configured_")[: -len(".mlir")]
         benchmarks = sorted(executables_dir.glob(f"{stem}_*benchmark.mlir"))
         module = parse_file(configured, context)

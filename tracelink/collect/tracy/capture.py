@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink import TracelinkError
+from tracelink.tools import kill_group, reap, start_process
 
 TRACY_PACKAGE = "iree._runtime_libs_tracy"
 CAPTURE_TOOL = "iree-tracy-capture"
@@ -77,21 +77,15 @@ class _Process:
 
     def stop(self) -> None:
         """Kill the whole process group if anything of it is still running."""
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.popen.wait()
+        kill_group(self.popen)
+        reap(self.popen)
 
 
 def _start(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> _Process:
     try:
         with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                start_new_session=True,  # its own process group, so stop() reaches its children too
-            )
+            # its own process group, so stop() reaches its children too
+            popen = start_process(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     except OSError as error:
         raise TracelinkError(f"cannot run {argv[0]}: {error.strerror or error}") from error
     return _Process(name, popen, log)
