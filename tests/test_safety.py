@@ -127,3 +127,20 @@ def test_a_concurrent_second_run_is_refused(tmp_path):
         first.kill()
         first.wait()
     assert os.path.isdir(out)
+
+
+def test_control_characters_and_deep_call_stacks_are_profiled(tmp_path):
+    control = tmp_path / "ctrl.mlir"
+    control.write_text(program("c", loc=' loc("a\\01b\\0Ac"("x.py":1:1))'))
+    done = run_cli("profile", str(control), "-o", str(tmp_path / "c"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    import networkx as nx
+
+    labels = [data.get("label", "") for _, data in nx.read_graphml(tmp_path / "c" / "provenance.graphml").nodes(data=True)]
+    assert any("a\\x01b" in label for label in labels)
+    deep = tmp_path / "deep.mlir"
+    chain = "loc(" + "callsite(" * 1000 + '"x.py":1:1' + ' at "y.py":2:2)' * 1000 + ")"
+    deep.write_text(program("d", loc=" " + chain))
+    done = run_cli("profile", str(deep), "-o", str(tmp_path / "d"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    assert "1/1 call sites mapped" in done.stdout

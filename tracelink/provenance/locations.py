@@ -52,35 +52,43 @@ class SourceLocation:
 
 def frames_of(loc: ir.Location) -> list[ir.Location]:
     """Flatten call-site locations into frames, innermost first; unknown locations give none."""
-    if isinstance(loc, ir.CallSiteLoc):
-        return frames_of(loc.callee) + frames_of(loc.caller)
-    if isinstance(loc, ir.UnknownLoc):
-        return []
-    return [loc]
+    frames: list[ir.Location] = []
+    pending = [loc]  # an explicit stack: call-site chains of ~1,000 frames exceed Python's recursion limit
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ir.CallSiteLoc):
+            pending += [current.caller, current.callee]
+        elif not isinstance(current, ir.UnknownLoc):
+            frames.append(current)
+    return frames
+
+
+def leaves(loc: ir.Location) -> list[ir.Location]:
+    """Name and file locations in ``loc``, outermost wrapper first, through names, fused and call sites."""
+    found: list[ir.Location] = []
+    pending = [loc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, ir.NameLoc):
+            found.append(current)
+            pending.append(current.child_loc)
+        elif isinstance(current, ir.FileLineColLoc):
+            found.append(current)
+        elif isinstance(current, ir.CallSiteLoc):
+            pending += [current.caller, current.callee]
+        elif isinstance(current, ir.FusedLoc):
+            pending += reversed(current.locations)
+    return found
 
 
 def names_of(loc: ir.Location) -> list[str]:
     """Every name in a location (NameLoc), outermost wrapper first, through fused and call sites."""
-    if isinstance(loc, ir.NameLoc):
-        return [loc.name_str, *names_of(loc.child_loc)]
-    if isinstance(loc, ir.CallSiteLoc):
-        return names_of(loc.callee) + names_of(loc.caller)
-    if isinstance(loc, ir.FusedLoc):
-        return [name for member in loc.locations for name in names_of(member)]
-    return []
+    return [leaf.name_str for leaf in leaves(loc) if isinstance(leaf, ir.NameLoc)]
 
 
 def positions_of(loc: ir.Location) -> list[Position]:
     """Every file:line:col in a location, innermost first, through names, fused and call sites."""
-    if isinstance(loc, ir.FileLineColLoc):
-        return [Position(loc.filename, loc.start_line, loc.start_col)]
-    if isinstance(loc, ir.NameLoc):
-        return positions_of(loc.child_loc)
-    if isinstance(loc, ir.CallSiteLoc):
-        return positions_of(loc.callee) + positions_of(loc.caller)
-    if isinstance(loc, ir.FusedLoc):
-        return [position for member in loc.locations for position in positions_of(member)]
-    return []
+    return [Position(leaf.filename, leaf.start_line, leaf.start_col) for leaf in leaves(loc) if isinstance(leaf, ir.FileLineColLoc)]
 
 
 def normalise(loc: ir.Location, enclosing: frozenset[str] = frozenset()) -> SourceLocation:

@@ -82,12 +82,16 @@ def location_keys(loc: ir.Location, enclosing: frozenset[str]) -> list[str]:
 
 def fused_members(loc: ir.Location) -> list[ir.Location]:
     """Members of a fused location, looking through call-site wrappers around it."""
-    if isinstance(loc, ir.FusedLoc):
-        return list(loc.locations)
-    if isinstance(loc, ir.CallSiteLoc):
-        inner = fused_members(loc.callee)
-        return [ir.Location.callsite(member, [loc.caller]) for member in inner] if inner else []
-    return []
+    callers: list[ir.Location] = []  # outermost first; a loop, as call-site chains can be ~1,000 deep
+    while isinstance(loc, ir.CallSiteLoc):
+        callers.append(loc.caller)
+        loc = loc.callee
+    if not isinstance(loc, ir.FusedLoc):
+        return []
+    members = list(loc.locations)
+    for caller in reversed(callers):
+        members = [ir.Location.callsite(member, [caller]) for member in members]
+    return members
 
 
 def text_ops(text: str, enclosing: frozenset[str] | None, context: ir.Context | None = None, path: Path | None = None) -> list[TextOp] | None:
