@@ -144,3 +144,22 @@ def test_control_characters_and_deep_call_stacks_are_profiled(tmp_path):
     done = run_cli("profile", str(deep), "-o", str(tmp_path / "d"), "--repetitions", "1")
     assert done.returncode == 0, done.stderr
     assert "1/1 call sites mapped" in done.stdout
+
+
+def test_program_names_with_markup_print_literally(tmp_path):
+    for missing in ("nope[v2].mlir", "data[/bold]x.mlir"):
+        line = error_line(run_cli("profile", str(tmp_path / missing), "-o", str(tmp_path / "out")))
+        assert missing in line
+    source = tmp_path / "data[/bold]x.mlir"  # a file "bold]x.mlir" in a directory "data["
+    source.parent.mkdir()
+    source.write_text(program("markup"))
+    done = run_cli("profile", str(source), "-o", str(tmp_path / "out"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    assert "bold]x.mlir @main" in done.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--repetitions", "0"), ("--repetitions", "-2"), ("--warmup", "-1"), ("--timeout", "0"), ("--timeout", "-5"), ("--timeout", "nan")])
+def test_options_out_of_range_are_refused_by_argparse(tmp_path, option, value):
+    done = run_cli("profile", "any.mlir", "-o", str(tmp_path / "out"), f"{option}={value}")
+    assert done.returncode == 2 and option in done.stderr and "must be" in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -14,7 +14,9 @@ from pathlib import Path
 import networkx as nx
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
@@ -159,7 +161,7 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     summary = result.summary
     cover = summary["coverage"]
     console.print(
-        f"[bold]{Path(summary['program']).name}[/] @{summary['function']}: {summary['iterations']} iterations, "
+        f"[bold]{escape(Path(summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
         f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration; "
         f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
@@ -168,18 +170,18 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     for column in ("line", "share", "per iteration", "call sites"):
         lines.add_column(column, justify="right" if column != "line" else "left")
     for row in result.source_lines.head(top).itertuples():
-        lines.add_row(f"{short_path(row.file)}:{row.line}", pct(row.share), ns(row.mean_ns), row.call_site_ids or "")
+        lines.add_row(Text(f"{short_path(row.file)}:{row.line}"), pct(row.share), ns(row.mean_ns), row.call_site_ids or "")
     console.print(lines)
     dispatches = Table(title="Hottest dispatches", title_justify="left")
     for column in ("#", "export", "root op", "source", "mean", "p90", "share"):
         dispatches.add_column(column, justify="right" if column in ("#", "mean", "p90", "share") else "left")
     for row in result.call_sites.sort_values("total_ns", ascending=False).head(top).itertuples():
-        dispatches.add_row(str(row.call_site), row.export, row.root_op, row.loc, ns(row.mean_ns), ns(row.p90_ns), pct(row.share))
+        dispatches.add_row(str(row.call_site), Text(row.export), row.root_op, Text(str(row.loc)), ns(row.mean_ns), ns(row.p90_ns), pct(row.share))
     console.print(dispatches)
     audit = cover["audit_counts"]
     console.print(
         "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
-        + f"\nwritten to {result.directory}/ — open {result.directory / 'report.html'}"
+        + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
     )
 
 

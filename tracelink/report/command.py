@@ -26,7 +26,7 @@ def run_report_command(args: argparse.Namespace) -> int:
     sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
     report = build_report(profile, args.output, sources)
     size = report.stat().st_size
-    Console(stderr=True, highlight=False).print(
+    Console(stderr=True, highlight=False, markup=False).print(
         f"wrote {report} ({size / 1e6:.2f} MB) and {trace} in {time.perf_counter() - started:.1f} s"
     )
     print(report)

@@ -51,6 +51,7 @@ def _positive(value: int | None, flag: str) -> None:
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
     from rich.console import Console
+    from rich.markup import escape
 
     from tracelink.profile_dir import load_profile
     from tracelink.tune.config import load_config
@@ -74,11 +75,11 @@ def run_tune(args: argparse.Namespace) -> int:
                                       args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
-                      "(continue with --resume)")
+                      "(continue with --resume)", markup=False)
         raise
     out = Console(highlight=False)
     for o in outcomes:
-        line = f"[bold]{o.export}[/] ({o.share:.1%} of dispatch time): "
+        line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
             line += f"{o.trials} trials, {o.failed} failed"
         else:
@@ -87,13 +88,13 @@ def run_tune(args: argparse.Namespace) -> int:
                      f"{'in the spec' if o.selected else 'not in the spec'}")
         out.print(line)
         if o.note:
-            out.print(f"  {o.note}")
+            out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
     if spec is None:
-        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
+        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})", markup=False)
     else:
-        out.print(f"tuning spec: {spec}  (trials: {trials})")
-        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}")
+        out.print(f"tuning spec: {spec}  (trials: {trials})", markup=False)
+        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}", markup=False)
     return 0
 
 
@@ -104,6 +105,7 @@ def _ms(value: float) -> str:
 def run_diff(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from tracelink.tune.diff import diff_profiles, write_diff
 
@@ -116,7 +118,7 @@ def run_diff(args: argparse.Namespace) -> int:
     rows = [total] + frame.to_dict("records")
     for row in rows:
         if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
-            table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
+            table.add_row(Text(str(row["label"])), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
                           "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x",
                           "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}-{row['ci_high']:.2f}")
     out = Console(highlight=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from iree.compiler import ir
 from rich.console import Console
+from rich.markup import escape
 
 from tracelink import TracelinkError
 from tracelink.tune.config import TuneConfig
@@ -140,7 +141,7 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
     outcome.space_size = len(space)
-    console.print(f"[bold]{dispatch.export}[/] ({target.share:.1%} of dispatch time): {space.describe()}")
+    console.print(f"[bold]{escape(dispatch.export)}[/] ({target.share:.1%} of dispatch time): {escape(space.describe())}")
     measurer = Measurer(dispatch, workdir / dispatch.export, config.measure, pool, console)
     default = measurer.measure_default(progress)
     outcome.default_ms = default.runtime_ms
@@ -223,7 +224,7 @@ def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, mani
     """Tune the profile's hottest tunable dispatches; returns the outcomes and the spec path (None: no gain)."""
     targets, skipped = select_targets(exports, artifacts, config.select.top, dispatch_name)
     for target in skipped:
-        console.print(f"[dim]skipped {target.export} ({target.share:.1%}): {target.reason}[/]")
+        console.print(f"[dim]skipped {escape(target.export)} ({target.share:.1%}): {escape(target.reason)}[/]")
     workdir = Path(profile_dir) / "tune"
     used = set()
     for target in targets:
