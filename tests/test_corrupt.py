@@ -80,3 +80,31 @@ def test_each_command_reports_a_damaged_file_in_one_line(good_profile, tmp_path,
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("tracelink: error:"), (command, lines)
         assert name in lines[0], (command, lines[0])
+
+
+def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, capsys):
+    other = tmp_path / "other.mlir"
+    other.write_text(program("other", matmuls=1))
+    different = run_profile(other, tmp_path / "other", repetitions=2).directory
+    assert main(["diff", str(good_profile), str(different), "-o", str(tmp_path / "d.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "profiles a different program" in err and len(err.strip().splitlines()) == 1
+    assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.json")]) == 1
+    assert "takes a .csv path" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.csv")]) == 0
+    assert (tmp_path / "x.csv").read_text().startswith("label,") and (tmp_path / "x.json").read_text().startswith("{")
+
+
+def test_a_trials_table_cut_mid_row_resumes_without_the_partial_row(tmp_path):
+    from tracelink.tune.run import TRIAL_COLUMNS, TrialLog
+
+    path = tmp_path / "trials.csv"
+    row = ",".join("1" if c in ("number", "trial") else "x" for c in TRIAL_COLUMNS)
+    path.write_text(",".join(TRIAL_COLUMNS) + "\n" + row + "\n" + row + "\n" + row[: len(row) // 2])
+    log = TrialLog(path, resume=True)
+    assert len(log.previous) == 2 and path.read_text().endswith("\n")
+    path.write_text("a,b\n1,2\n")
+    from tracelink import TracelinkError
+
+    with pytest.raises(TracelinkError, match="not a trials table"):
+        TrialLog(path, resume=True)

@@ -163,3 +163,28 @@ def test_options_out_of_range_are_refused_by_argparse(tmp_path, option, value):
     done = run_cli("profile", "any.mlir", "-o", str(tmp_path / "out"), f"{option}={value}")
     assert done.returncode == 2 and option in done.stderr and "must be" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_damaged_npy_inputs_and_unwritable_outputs_are_one_line(tmp_path):
+    import numpy as np
+
+    source = tmp_path / "p.mlir"
+    source.write_text(program("p"))
+    good = tmp_path / "good.npy"
+    np.save(good, np.ones((32, 32), np.float32))
+    (tmp_path / "short.npy").write_bytes(good.read_bytes()[:200])
+    (tmp_path / "junk.npy").write_bytes(b"\x93NUMPY\x01\x00v\x00{garbage")
+    for name in ("short.npy", "junk.npy"):
+        line = error_line(run_cli("profile", str(source), "-o", str(tmp_path / "out"), f"--input=@{tmp_path / name}", f"--input=@{good}"))
+        assert f"{name}: not a valid .npy file" in line
+    line = error_line(run_cli("profile", str(source), "-o", "/proc/no/such/dir"))
+    assert "/proc/no/such/dir" in line
+
+
+def test_a_crashing_tool_is_reported_as_a_crash_with_its_log(tmp_path):
+    from tracelink import TracelinkError
+    from tracelink.tools import ToolRun
+
+    run = ToolRun(["sh", "-c", "echo banner; kill -SEGV $$"], tmp_path / "run.log", "iree-benchmark-module on app.vmfb")
+    with pytest.raises(TracelinkError, match=r"crashed \(SIGSEGV\); its output is in .*run\.log"):
+        run.wait(30)

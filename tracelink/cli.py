@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     except TracelinkError as error:
         print_error(f"tracelink: error: {error}")
         return 1
+    except OSError as error:  # an unwritable or full disk, wherever tracelink was writing
+        where = f"{error.filename}: " if error.filename else ""
+        print_error(f"tracelink: error: {where}{error.strerror or error}")
+        return 1
     except KeyboardInterrupt as interrupt:
         # Tools run in their own sessions: a Ctrl-C or SIGTERM reaches tracelink only, so kill them here.
         from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package

@@ -131,10 +131,11 @@ class ToolRun:
         except subprocess.TimeoutExpired:
             self.kill()
             raise TracelinkError(f"{self.what} did not finish within {timeout_s:g} s (killed; log: {self.log}); raise --timeout") from None
+        if code < 0:  # its output is only a banner then: say it crashed and where to look
+            raise TracelinkError(f"{self.what} crashed ({signal_name(-code)}); its output is in {self.log}")
         if code != 0:
-            reason = f"killed by signal {-code}" if code < 0 else f"exit {code}"
             detail = explain(self.output()) if explain else last_lines(self.output())
-            raise TracelinkError(f"{self.what} failed ({reason}): {detail} (log: {self.log})")
+            raise TracelinkError(f"{self.what} failed (exit {code}): {detail} (log: {self.log})")
 
     def kill(self) -> None:
         """Kill the tool's whole process group (idempotent)."""
@@ -146,6 +147,14 @@ def reap_within(process: subprocess.Popen, timeout_s: float) -> int:
     """Wait up to ``timeout_s`` for a tool to exit (raises ``subprocess.TimeoutExpired``), then :func:`reap` it."""
     process.wait(timeout=timeout_s)
     return reap(process)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; the number for a signal Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def last_lines(output: str, count: int = 3) -> str:

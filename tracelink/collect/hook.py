@@ -69,7 +69,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events
-from tracelink.tools import kill_group, reap, reap_within, start_process
+from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process
 
 HOOK_LIBRARY_NAME = "libtracelink_hook.so"
 RECORD_FILE_GLOB = "hook-*.tlhk"
@@ -583,11 +583,7 @@ def _notice_lines(files: Sequence[HookFile]) -> list[str]:
 
 def _describe_exit(command: Sequence[str], returncode: int) -> str:
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return f"{command[0]} was killed by {name}"
+        return f"{command[0]} crashed ({signal_name(-returncode)})"
     return f"{command[0]} exited with status {returncode}"
 
 

@@ -109,8 +109,11 @@ def run_diff(args: argparse.Namespace) -> int:
 
     from tracelink.tune.diff import diff_profiles, write_diff
 
+    output = args.output or args.tuned / "diff.csv"
+    if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
+        raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
     frame = diff_profiles(args.base, args.tuned)
-    path = write_diff(frame, args.output or args.tuned / "diff.csv")
+    path = write_diff(frame, output)
     table = Table(title=f"{args.tuned} vs {args.base} (median per iteration)")
     for column in ("source op", "base ms", "tuned ms", "speedup", "95% CI"):
         table.add_column(column, justify="left" if column == "source op" else "right")

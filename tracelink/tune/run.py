@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tracelink import TracelinkError
+from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
@@ -104,7 +105,7 @@ class TrialLog:
     def __init__(self, path: Path, resume: bool):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.previous = pd.read_csv(path, keep_default_na=False, na_values=[""]) if resume and path.exists() else None
+        self.previous = read_trials(path) if resume and path.exists() else None
         if not resume or not path.exists():
             with path.open("w", newline="") as out:
                 csv.DictWriter(out, TRIAL_COLUMNS).writeheader()
@@ -119,6 +120,21 @@ class TrialLog:
         if self.previous is None or self.previous.empty:
             return pd.DataFrame(columns=TRIAL_COLUMNS)
         return self.previous[self.previous["dispatch"] == export]
+
+
+def read_trials(path: Path) -> pd.DataFrame:
+    """The trials of an earlier run; a last row cut by an interrupt is dropped (its trial runs again)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as handle:  # appends must start on a fresh line
+            handle.truncate(data.rfind(b"\n") + 1)
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise TracelinkError(f"{path}: corrupt trials table ({str(error).splitlines()[0] if str(error) else type(error).__name__}); move it away to start afresh") from None
+    if list(frame.columns) != TRIAL_COLUMNS:
+        raise TracelinkError(f"{path}: not a trials table of this tracelink (columns differ); move it away to start afresh")
+    return frame
 
 
 def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
@@ -253,7 +269,8 @@ def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, mani
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
         return outcomes, None
-    spec_path = Path(spec_path) if spec_path else workdir / "spec.mlir"
+    output = Path(spec_path) if spec_path else None
+    spec_path = workdir / "spec.mlir"  # the user's -o is written only once the spec is final
     write_spec(choices, spec_path)
     if config.select.check_spec and manifest.get("input"):
         missed = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
@@ -270,4 +287,7 @@ def tune_profile(profile_dir: Path, exports: pd.DataFrame, artifacts: Path, mani
         if missed:
             write_spec(kept, spec_path)
         pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
-    return outcomes, spec_path
+    if output is None:
+        return outcomes, spec_path
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return outcomes, write_text_atomic(output, spec_path.read_text())

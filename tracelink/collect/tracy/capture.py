@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.tools import kill_group, reap, start_process
+from tracelink.tools import kill_group, reap, signal_name, start_process
 
 TRACY_PACKAGE = "iree._runtime_libs_tracy"
 CAPTURE_TOOL = "iree-tracy-capture"
@@ -139,6 +139,8 @@ def capture_tracy(command: list[str], output: Path, timeout_s: float, *, cwd: Pa
         program_code = _wait_for_program(program, capture, deadline, timeout_s)
         if program_code != 0:
             _wait(capture, min(deadline, time.monotonic() + _FAILED_PROGRAM_GRACE_S))
+            if program_code < 0:
+                raise TracelinkError(f"{program.name} crashed ({signal_name(-program_code)}); its output is in {program.log}")
             raise TracelinkError(f"{program.name} failed with exit code {program_code}: {program.tail()}")
         capture_code = _wait(capture, deadline)
         if capture_code is None:
