@@ -105,6 +105,7 @@ _EXPORT = struct.Struct("<IIII")
 _THREAD = struct.Struct("<Ii")
 _NOTICE = struct.Struct("<II")
 _NOT_HOOKED = 0xFFFFFFFF
+_MAX_EVENTS = 16  # TL_MAX_EVENTS in native/hook_events.h
 _COUNTER_MISSING = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -242,6 +243,8 @@ def _record_dtype(event_count: int) -> np.dtype:
 def _parse_header(hook_file: HookFile, payload: bytes) -> np.dtype:
     fields = _HEADER.unpack_from(payload)
     pid, event_count, record_size, _max_exports, clock, _, origin_ticks, origin_ns, skip_ns = fields
+    if event_count > _MAX_EVENTS:
+        raise TracelinkError(f"{hook_file.path}: corrupt header ({event_count} counters)")
     strings = _split_strings(payload[_HEADER.size :], event_count + 1)
     hook_file.pid, hook_file.tsc_clock, hook_file.skip_ns = pid, bool(clock), skip_ns
     hook_file.origin_ticks, hook_file.origin_ns = origin_ticks, origin_ns
@@ -260,9 +263,17 @@ def _parse_export(payload: bytes) -> HookExport:
 
 
 def read_hook_file(path: Path) -> HookFile:
-    """Parse one record file; a truncated last chunk (killed process) is ignored."""
+    """Parse one record file; a truncated last chunk (killed process) is ignored, a damaged one refused."""
     data = Path(path).read_bytes()
-    hook_file = HookFile(path=Path(path))
+    try:
+        return _parse_hook_file(Path(path), data)
+    except (struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError) as error:
+        raise TracelinkError(f"{path}: corrupt hook record file ({type(error).__name__}: {error})") from None
+
+
+def _parse_hook_file(path: Path, data: bytes) -> HookFile:
+    """The chunks of a record file's bytes; malformed chunks raise what struct/numpy raise."""
+    hook_file = HookFile(path=path)
     if len(data) < _PREAMBLE.size:
         return hook_file
     magic, version, _ = _PREAMBLE.unpack_from(data)
@@ -435,7 +446,7 @@ def dispatch_table(workgroups: pd.DataFrame) -> pd.DataFrame:
         .drop_duplicates()
         .sort_values("thread")
         .groupby(keys, sort=False)["thread"]
-        .agg(lambda names: ",".join(names.astype(str)))
+        .agg(lambda names: ",".join(names.fillna("?").astype(str)))  # "?": a thread no chunk named
     )
     return dispatches.join(threads).sort_values("start_ns", kind="stable")
 
