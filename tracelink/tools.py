@@ -83,10 +83,28 @@ def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, reap(process), stdout, stderr)
 
 
+def session_children() -> set[int]:
+    """Direct children leading their own session: tools started by this process.
+
+    An interrupt can arrive while ``Popen`` returns, before the tool is registered; this finds it anyway.
+    """
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            ppid, _group, session = stat[stat.rindex(")") + 2 :].split()[1:4]
+            if int(ppid) == os.getpid() and int(session) == int(entry.name):
+                found.add(int(entry.name))
+    return found
+
+
 def stop_all_tools() -> None:
     """Kill the process group of every tool still running, and tracelink's worker processes."""
     with _RUNNING_LOCK:
-        for leader in _RUNNING:
+        for leader in _RUNNING | session_children():
             try:
                 os.killpg(leader, signal.SIGKILL)
             except ProcessLookupError:
