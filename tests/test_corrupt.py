@@ -88,7 +88,7 @@ def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, 
     different = run_profile(other, tmp_path / "other", repetitions=2).directory
     assert main(["diff", str(good_profile), str(different), "-o", str(tmp_path / "d.csv")]) == 1
     err = capsys.readouterr().err
-    assert "profiles a different program" in err and len(err.strip().splitlines()) == 1
+    assert "profiles of two different programs" in err and len(err.strip().splitlines()) == 1
     assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.json")]) == 1
     assert "takes a .csv path" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
     assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.csv")]) == 0
