@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench browser clean
+.PHONY: setup demo test bench fuzz browser clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
@@ -27,6 +27,12 @@ test: setup browser
 
 bench: setup browser
 	$(BIN)/python tests/bench/run_all.py
+
+# The fuzz properties of tests/test_fuzz.py with many more inputs each (FUZZ_EXAMPLES); a failure
+# prints the input that raised something other than a one-line error.
+FUZZ_EXAMPLES ?= 20000
+fuzz: setup
+	TRACELINK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py --hypothesis-show-statistics -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) out build *.egg-info tracelink/libtracelink_hook.so tests/_output

@@ -362,7 +362,7 @@ def test_crash_keeps_flushed_records(program, tmp_path):
         )
     )
     out = tmp_path / "hook"
-    with pytest.raises(TracelinkError, match=r"killed by SIGSEGV; 40 workgroup records kept in"):
+    with pytest.raises(TracelinkError, match=r"crashed \(SIGSEGV\); 40 workgroup records kept in"):
         run_hooked([sys.executable, str(script)], out, None, None, 60)
     workgroups, events = read_hook_records(out)
     assert list(events["export"]) == program.call_site_exports

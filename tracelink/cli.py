@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from rich.console import Console
+from rich.text import Text
 
 from tracelink import TracelinkError, __version__
 
@@ -42,18 +44,42 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so every stage stops the same way."""
+
+
+def terminate(signal_number: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background, which ignores it
     try:
         return int(args.handler(args))
     except TracelinkError as error:
-        Console(stderr=True, highlight=False).print(f"[bold red]tracelink: error:[/] {error}", soft_wrap=True)
+        print_error(f"tracelink: error: {error}")
         return 1
-    except KeyboardInterrupt:
-        Console(stderr=True).print("tracelink: interrupted; artifacts written so far are kept")
-        return 130
+    except OSError as error:  # an unwritable or full disk, wherever tracelink was writing
+        where = f"{error.filename}: " if error.filename else ""
+        print_error(f"tracelink: error: {where}{error.strerror or error}")
+        return 1
+    except KeyboardInterrupt as interrupt:
+        # Tools run in their own sessions: a Ctrl-C or SIGTERM reaches tracelink only, so kill them here.
+        from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package
+
+        stop_all_tools()
+        name = "SIGTERM" if isinstance(interrupt, Terminated) else "SIGINT"
+        print_error(f"tracelink: interrupted ({name}); every tool it started is stopped; files written so far are kept")
+        return 143 if isinstance(interrupt, Terminated) else 130
+
+
+def print_error(text: str) -> None:
+    """One line on stderr, bold red on a terminal; the text is never read as markup (program names are)."""
+    Console(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
 
 
 if __name__ == "__main__":

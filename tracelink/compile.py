@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
+from tracelink.outdir import ensure_inside
+from tracelink.program_text import check_program_text
 from tracelink.tools import ToolRun, compiler_version, tool_path
 
 TARGET_FLAGS = (
@@ -81,7 +83,11 @@ def first_diagnostics(output: str, limit: int = 3) -> str:
 
 
 class PendingCompile:
-    """An ``iree-compile`` run started in the background; :meth:`finish` waits for its result."""
+    """An ``iree-compile`` run started in the background; :meth:`finish` waits for its result.
+
+    The caller checks the program text first (:func:`check_program_text`): iree-compile names files
+    after the program's symbols.
+    """
 
     def __init__(self, input_path: Path, artifacts: Path, options: CompileOptions) -> None:
         self.input_path = Path(input_path).resolve()
@@ -101,6 +107,9 @@ class PendingCompile:
     def finish(self) -> CompileResult:
         """Wait for the compiler; its log stays in ``artifacts/compile.log`` whether or not it succeeds."""
         self.run.wait(self.options.timeout_s, explain=first_diagnostics)
+        for dump in (self.artifacts / "phases", self.artifacts / "executables"):
+            for path in dump.rglob("*"):
+                ensure_inside(self.artifacts, path)
         return CompileResult(
             input_path=self.input_path,
             artifacts=self.artifacts,
@@ -114,6 +123,7 @@ class PendingCompile:
 
 def compile_program(input_path: Path, artifacts: Path, options: CompileOptions) -> CompileResult:
     """Compile ``input_path`` for llvm-cpu with debug locations and all dumps into ``artifacts``."""
+    check_program_text(input_path)
     return PendingCompile(input_path, artifacts, options).finish()
 
 

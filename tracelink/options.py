@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.outdir import OutputClaim, claim_output
+from tracelink.program_text import check_program_text
 
 COLLECTORS = ("hal", "tracy", "hook")
 # Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.
@@ -28,6 +31,9 @@ class ProfileOptions:
     # globs of files whose frames are library code (self time in the user view goes to their callers)
     library_frames: tuple[str, ...] = LIBRARY_GLOBS
     compile: CompileOptions = field(default_factory=CompileOptions)
+    force: bool = False  # write into a non-empty directory that is not a tracelink profile
+    source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
+    embed_sources: bool = True  # False: the report embeds no source file
 
 
 def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
@@ -37,6 +43,38 @@ def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
     return options
 
 
-def start_compile(program: Path, out: Path, options: ProfileOptions) -> PendingCompile:
-    """Start compiling ``program`` for a profile into ``out/artifacts`` (in the background)."""
-    return PendingCompile(Path(program).resolve(), Path(out) / "artifacts", with_collector_requirements(options).compile)
+@dataclass
+class StartedProfile:
+    """A claimed profile directory and the compile running into it."""
+
+    claim: OutputClaim
+    compile: PendingCompile
+
+    def stop(self) -> None:
+        """Kill the compiler if it still runs and unlock the directory (idempotent)."""
+        self.compile.run.kill()
+        self.claim.release()
+
+
+def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
+    """The files a profile run reads: program, tuning spec, ``@file`` inputs, parameter archives."""
+    paths = [Path(program)]
+    if options.compile.tuning_spec is not None:
+        paths.append(Path(options.compile.tuning_spec))
+    paths += [Path(value.split("@", 1)[1]) for value in options.inputs if "@" in value]
+    paths += [Path(value.split("=", 1)[-1]) for value in options.parameters]
+    return tuple(paths)
+
+
+def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedProfile:
+    """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background)."""
+    program = Path(program).resolve()
+    if not program.is_file():
+        raise TracelinkError(f"{program}: input program not found")
+    check_program_text(program)
+    claim = claim_output(Path(out), options.force, files_read(program, options))
+    try:
+        return StartedProfile(claim, PendingCompile(program, Path(out) / "artifacts", with_collector_requirements(options).compile))
+    except BaseException:
+        claim.release()
+        raise

@@ -21,7 +21,7 @@ from tracelink.aggregate import call_site_table, coverage, export_table, source_
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
-from tracelink.options import LIBRARY_GLOBS, ProfileOptions, start_compile, with_collector_requirements
+from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -41,36 +41,37 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
 
 
 def profile(
-    program: Path, out: Path, options: ProfileOptions, console: Console | None = None, pending: PendingCompile | None = None,
+    program: Path, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
 ) -> Profile:
     """Profile ``program`` into directory ``out`` and return the result (also written to ``out``).
 
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
+    The directory stays locked until the profile is written.
     """
-    console = console or Console(stderr=True)
-    program = Path(program).resolve()
-    out = Path(out)
+    pending = pending or start_compile(program, out, options)
+    try:
+        return run_profile(Path(program).resolve(), Path(out), options, console or Console(stderr=True), pending.compile)
+    finally:
+        pending.stop()
+
+
+def run_profile(program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile) -> Profile:
+    """The stages of :func:`profile`, once the directory is claimed and the compiler started."""
     artifacts = out / "artifacts"
-    if not program.is_file():
-        raise TracelinkError(f"{program}: input program not found")
     timings: dict[str, float] = {}
 
     def stage(name: str, started: float) -> None:
         timings[name] = round(time.perf_counter() - started, 4)
 
     options = with_collector_requirements(options)
-    pending = pending or start_compile(program, out, options)
     started = pending.started  # the compile stage counts from the compiler's start
-    try:
-        with console.status(f"compiling {program.name} with iree-compile"):
-            # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
-            # loading it now overlaps that with the compiler instead of the graph building later.
-            importlib.import_module("iree.compiler.dialects.linalg")
-            source = read_input_program(program)
-            entry = choose_function(source.public_functions(), options.function, program)
-            compiled = pending.finish()
-    finally:
-        pending.run.kill()
+    with console.status(f"compiling {program.name} with iree-compile"):
+        # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
+        # loading it now overlaps that with the compiler instead of the graph building later.
+        importlib.import_module("iree.compiler.dialects.linalg")
+        source = read_input_program(program)
+        entry = choose_function(source.public_functions(), options.function, program)
+        compiled = pending.finish()
     compile_entries = compile_manifest_entries(compiled, options.compile)
     write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
     stage("compile", started)
@@ -112,6 +113,8 @@ def profile(
         "inputs": inputs,
         "repetitions": options.repetitions,
         "warmup": options.warmup,
+        "source_roots": [str(root.resolve()) for root in options.source_roots],
+        "embed_sources": options.embed_sources,
         "timings_s": timings,
     } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames)

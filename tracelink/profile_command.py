@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tracelink.compile import CompileOptions
+from tracelink.arguments import add_source_arguments, at_least, positive_float
 from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, start_compile
 
 
@@ -28,6 +29,9 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         collector=args.collector,
         hook_events=[e for e in args.events.split(",") if e] if args.events else [],
         library_frames=(*LIBRARY_GLOBS, *args.library_frames),
+        force=args.force,
+        source_roots=args.source_root,
+        embed_sources=not args.no_sources,
         compile=CompileOptions(
             target_cpu=args.target_cpu,
             input_type=args.iree_input_type,
@@ -45,7 +49,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         pipeline = importlib.import_module("tracelink.pipeline")  # loads while the compiler runs
         result = pipeline.profile(args.program, args.output, options, Console(stderr=True), pending=pending)
     finally:
-        pending.run.kill()
+        pending.stop()
     importlib.import_module("tracelink.report.summary").print_summary(result, Console())
     return 0
 
@@ -57,8 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--function", help="function to run (default: the only or first public one)")
     parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
     parser.add_argument("--parameters", action="append", default=[], help="parameter archive, e.g. model=weights.irpa")
-    parser.add_argument("--repetitions", type=int, default=10, help="measured calls of the function (default 10)")
-    parser.add_argument("--warmup", type=int, default=1, help="calls before measuring (default 1)")
+    parser.add_argument("--repetitions", type=at_least(1, int), default=10, help="measured calls of the function (default 10)")
+    parser.add_argument("--warmup", type=at_least(0, int), default=1, help="calls before measuring (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
     parser.add_argument("--collector", choices=COLLECTORS, default="hal",
                         help="hal: IREE's HAL profiler (default); tracy: a Tracy capture; hook: the perf hook (per workgroup)")
@@ -69,5 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
     parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")
     parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds each tool may take (default 600)")
+    parser.add_argument("--timeout", type=positive_float, default=600.0, help="seconds each tool may take (default 600)")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty directory that is not a tracelink profile")
+    add_source_arguments(parser)
     parser.set_defaults(handler=run_profile_command)

@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
 import pandas as pd
+from pyarrow import ArrowException
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
+from tracelink.outdir import FORMAT_VERSION, MARKER
 from tracelink.provenance.graph import read_graph
 
 TABLES = ("call_sites", "exports", "source_ops", "source_lines")
+# Columns every reader of a table relies on; a table without them is corrupt.
+REQUIRED_COLUMNS = {
+    "call_sites": ("call_site", "export", "count", "total_ns", "mean_ns", "share"),
+    "exports": ("export", "count", "total_ns", "mean_ns", "share"),
+    "source_ops": ("op", "label", "file", "line", "total_ns", "mean_ns", "share"),
+    "source_lines": ("file", "line", "total_ns", "mean_ns", "share"),
+}
+TEXT_COLUMNS = ("root_ops", "producer_ops", "source_lines", "root_of", "producer_in", "lines", "ops", "call_site_ids")
+NUMERIC_COLUMNS = ("call_site", "line", "col", "count", "share", "workgroup_count")
+NUMERIC_SUFFIXES = ("_ns",)
+SUMMARY_FIELDS = {"program": str, "function": str, "iterations": int, "coverage": dict}
 OPTIONAL_FRAMES = ("workgroups", "zones")
 
 
@@ -67,27 +81,86 @@ def write_profile_summary(profile: Profile) -> None:
 
 
 def load_profile(directory: Path) -> Profile:
-    """Read a profile directory written by ``tracelink profile``."""
+    """Read a profile directory written by ``tracelink profile``; a damaged file is one clear error."""
     directory = Path(directory)
     summary_path = directory / "profile.json"
     if not summary_path.is_file():
         raise TracelinkError(f"{directory}: not a profile directory (no profile.json; run 'tracelink profile' first)")
-    tables = {name: read_table(directory / f"{name}.csv") for name in TABLES}
-    events = make_events(pd.read_parquet(directory / "events.parquet")) if (directory / "events.parquet").exists() else make_events([])
+    check_marker(directory)
+    tables = {name: read_table(directory / f"{name}.csv", REQUIRED_COLUMNS[name]) for name in TABLES}
     return Profile(
         directory=directory,
-        summary=json.loads(summary_path.read_text()),
-        events=events.astype(EVENT_SCHEMA),
-        graph=read_graph(directory / "provenance.json"),
+        summary=read_summary(summary_path),
+        events=read_frame(directory / "events.parquet", lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
+        graph=read_graph_file(directory / "provenance.json"),
         **tables,
-        **{name: pd.read_parquet(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
+        **{name: read_frame(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
     )
 
 
-def read_table(path: Path) -> pd.DataFrame:
-    """A table, with the ``;``-joined id columns kept as text."""
+def check_marker(directory: Path) -> None:
+    """Refuse a profile written in another format version (a directory without a marker predates it)."""
+    marker = directory / MARKER
+    if not marker.is_file():
+        return
+    try:
+        version = json.loads(marker.read_text()).get("format")
+    except (OSError, ValueError, AttributeError) as error:
+        raise TracelinkError(f"{marker}: unreadable profile marker ({error})") from None
+    if version != FORMAT_VERSION:
+        raise TracelinkError(f"{marker}: profile format {version!r}, this tracelink reads format {FORMAT_VERSION}")
+
+
+def read_summary(path: Path) -> dict:
+    """``profile.json``: an object with the program, function, iterations and coverage."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise TracelinkError(f"{path}: unreadable or corrupt JSON ({error})") from None
+    if not isinstance(summary, dict):
+        raise TracelinkError(f"{path}: corrupt (not a JSON object)")
+    for key, kind in SUMMARY_FIELDS.items():
+        if not isinstance(summary.get(key), kind):
+            raise TracelinkError(f"{path}: corrupt ('{key}' missing or not a {kind.__name__})")
+    return summary
+
+
+def read_graph_file(path: Path) -> nx.DiGraph:
+    """``provenance.json``: the node-link graph."""
     if not path.is_file():
         raise TracelinkError(f"{path}: missing from the profile directory")
-    text_columns = ["root_ops", "producer_ops", "source_lines", "root_of", "producer_in", "lines", "ops", "call_site_ids"]
-    frame = pd.read_csv(path, dtype={c: str for c in text_columns}, keep_default_na=False, na_values=[""])
-    return frame.fillna({c: "" for c in text_columns if c in frame})
+    try:
+        return read_graph(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, nx.NetworkXError) as error:
+        raise TracelinkError(f"{path}: unreadable or corrupt provenance graph ({type(error).__name__}: {error})") from None
+
+
+def read_frame(path: Path, convert: Callable[[pd.DataFrame], pd.DataFrame] = lambda frame: frame) -> pd.DataFrame:
+    """A parquet table; missing, truncated or of the wrong schema is an error naming the file."""
+    if not path.is_file():
+        raise TracelinkError(f"{path}: missing from the profile directory")
+    try:
+        return convert(pd.read_parquet(path))
+    except (OSError, ValueError, TypeError, KeyError, ArrowException) as error:
+        raise TracelinkError(f"{path}: unreadable or corrupt table ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+
+
+def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table, with the ``;``-joined id columns kept as text; a truncated or damaged CSV is refused."""
+    if not path.is_file():
+        raise TracelinkError(f"{path}: missing from the profile directory")
+    try:
+        with path.open("rb") as raw:  # to_csv ends every row, the last one too, with a newline
+            raw.seek(max(0, path.stat().st_size - 1))
+            if raw.read(1) not in (b"\n", b""):
+                raise TracelinkError(f"{path}: truncated (the last row is incomplete)")
+        frame = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise TracelinkError(f"{path}: unreadable or corrupt CSV ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+    missing = [column for column in required if column not in frame]
+    if missing:
+        raise TracelinkError(f"{path}: corrupt (missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)})")
+    for column in frame.columns:
+        if (column in NUMERIC_COLUMNS or column.endswith(NUMERIC_SUFFIXES)) and not pd.api.types.is_numeric_dtype(frame[column]):
+            raise TracelinkError(f"{path}: corrupt (column {column} holds non-numbers)")
+    return frame.fillna({c: "" for c in TEXT_COLUMNS if c in frame})

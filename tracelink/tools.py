@@ -7,11 +7,13 @@ process it started and nothing is left behind.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,6 +38,94 @@ def compiler_version() -> str:
     return f"{compiler_package.VERSION} @ {compiler_package.REVISIONS.get('IREE', '?')[:8]}"
 
 
+# Leaders of the process groups of the tools running now: an interrupt kills each whole group.
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on the thread holding it
+
+
+def start_process(command: list[str], **popen_options) -> subprocess.Popen:
+    """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`)."""
+    with _RUNNING_LOCK:
+        process = subprocess.Popen(command, start_new_session=True, **popen_options)
+        _RUNNING.add(process.pid)
+    return process
+
+
+def kill_group(process: subprocess.Popen, signal_number: int = signal.SIGKILL) -> None:
+    """Signal the tool's whole process group unless it was reaped (its pid may be reused since)."""
+    with _RUNNING_LOCK:
+        if process.pid not in _RUNNING:
+            return
+        try:
+            os.killpg(process.pid, signal_number)
+        except ProcessLookupError:
+            pass
+
+
+def reap(process: subprocess.Popen) -> int:
+    """Wait for a tool after its group was killed or it exited; it no longer needs stopping."""
+    code = process.wait()
+    with _RUNNING_LOCK:
+        _RUNNING.discard(process.pid)
+    return code
+
+
+def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Like ``subprocess.run(capture_output=True, text=True)``, with the tool's whole group killed on a
+    timeout or an interrupt (raises ``subprocess.TimeoutExpired`` on a timeout)."""
+    process = start_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        kill_group(process)
+        reap(process)
+        raise
+    return subprocess.CompletedProcess(command, reap(process), stdout, stderr)
+
+
+def session_children() -> set[int]:
+    """Direct children leading their own session: tools started by this process.
+
+    An interrupt can arrive while ``Popen`` returns, before the tool is registered; this finds it anyway.
+    """
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            ppid, _group, session = stat[stat.rindex(")") + 2 :].split()[1:4]
+            if int(ppid) == os.getpid() and int(session) == int(entry.name):
+                found.add(int(entry.name))
+    return found
+
+
+def stop_all_tools() -> None:
+    """Kill the process group of every tool still running, and tracelink's worker processes."""
+    with _RUNNING_LOCK:
+        for leader in _RUNNING | session_children():
+            try:
+                os.killpg(leader, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for worker in multiprocessing.active_children():
+        worker.terminate()  # a worker kills its own tools on SIGTERM (see stop_on_sigterm)
+    for worker in multiprocessing.active_children():
+        worker.join(timeout=1.0)
+
+
+def stop_on_sigterm() -> None:
+    """In a worker process: on SIGTERM kill the tools it started and exit; leave SIGINT to the parent."""
+
+    def stop(signal_number: int, frame: object) -> None:
+        stop_all_tools()
+        os._exit(128 + signal_number)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class ToolRun:
     """One tool invocation running in the background, its output (stdout and stderr) going to ``log``."""
 
@@ -46,7 +136,7 @@ class ToolRun:
         with log.open("w") as out:
             out.write(" ".join(command) + "\n\n")
             out.flush()
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = start_process(command, stdout=out, stderr=subprocess.STDOUT)
 
     def output(self) -> str:
         """What the tool printed so far (without the command line heading the log)."""
@@ -55,20 +145,34 @@ class ToolRun:
     def wait(self, timeout_s: float, explain: Callable[[str], str] | None = None) -> None:
         """Wait for the tool; a timeout or failure becomes one clear line (``explain`` picks from its output)."""
         try:
-            code = self.process.wait(timeout=timeout_s)
+            code = reap_within(self.process, timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
             raise TracelinkError(f"{self.what} did not finish within {timeout_s:g} s (killed; log: {self.log}); raise --timeout") from None
+        if code < 0:  # its output is only a banner then: say it crashed and where to look
+            raise TracelinkError(f"{self.what} crashed ({signal_name(-code)}); its output is in {self.log}")
         if code != 0:
-            reason = f"killed by signal {-code}" if code < 0 else f"exit {code}"
             detail = explain(self.output()) if explain else last_lines(self.output())
-            raise TracelinkError(f"{self.what} failed ({reason}): {detail} (log: {self.log})")
+            raise TracelinkError(f"{self.what} failed (exit {code}): {detail} (log: {self.log})")
 
     def kill(self) -> None:
         """Kill the tool's whole process group (idempotent)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        kill_group(self.process)
+        reap(self.process)
+
+
+def reap_within(process: subprocess.Popen, timeout_s: float) -> int:
+    """Wait up to ``timeout_s`` for a tool to exit (raises ``subprocess.TimeoutExpired``), then :func:`reap` it."""
+    process.wait(timeout=timeout_s)
+    return reap(process)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; the number for a signal Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def last_lines(output: str, count: int = 3) -> str:

@@ -19,6 +19,7 @@ from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
+from tracelink.tools import stop_all_tools
 
 @dataclass
 class RunRequest:
@@ -47,26 +48,30 @@ class Collected:
 class PendingCollection:
     """A collector running in a background thread (its tools run as subprocesses, releasing the GIL)."""
 
-    def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected], cancel: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected]) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelink-collect")
         self._future: Future = self._executor.submit(run)
         self._finish = finish
-        self._cancel = cancel
 
     def finish(self, call_site_exports: Sequence[str], warmup: int) -> Collected:
-        """Wait for the run; match its events to the run-phase call sites and drop the warm-up."""
+        """Wait for the run; match its events to the run-phase call sites and drop the warm-up.
+
+        An interrupt while waiting stops the run first: waiting for the thread would wait for the program.
+        """
         try:
             collected = self._finish(self._future.result(), call_site_exports)
-        finally:
-            self._executor.shutdown()
+        except BaseException:
+            self.cancel()
+            raise
+        self._executor.shutdown()
         collected.events = drop_warmup(collected.events, warmup)
         if collected.workgroups is not None:
             collected.workgroups = drop_warmup(collected.workgroups, warmup)
         return collected
 
     def cancel(self) -> None:
-        """Stop the run (where the collector can) and wait for the thread."""
-        self._cancel()
+        """Kill the run's tools (their whole process groups) and wait for the thread, which then ends."""
+        stop_all_tools()
         self._executor.shutdown(cancel_futures=True)
 
 
@@ -77,7 +82,6 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
         return PendingCollection(
             lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
             lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
-            run.kill,
         )
     if collector == "tracy":
         return start_tracy(request)

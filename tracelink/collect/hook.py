@@ -69,6 +69,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events
+from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process
 
 HOOK_LIBRARY_NAME = "libtracelink_hook.so"
 RECORD_FILE_GLOB = "hook-*.tlhk"
@@ -104,6 +105,7 @@ _EXPORT = struct.Struct("<IIII")
 _THREAD = struct.Struct("<Ii")
 _NOTICE = struct.Struct("<II")
 _NOT_HOOKED = 0xFFFFFFFF
+_MAX_EVENTS = 16  # TL_MAX_EVENTS in native/hook_events.h
 _COUNTER_MISSING = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -241,6 +243,8 @@ def _record_dtype(event_count: int) -> np.dtype:
 def _parse_header(hook_file: HookFile, payload: bytes) -> np.dtype:
     fields = _HEADER.unpack_from(payload)
     pid, event_count, record_size, _max_exports, clock, _, origin_ticks, origin_ns, skip_ns = fields
+    if event_count > _MAX_EVENTS:
+        raise TracelinkError(f"{hook_file.path}: corrupt header ({event_count} counters)")
     strings = _split_strings(payload[_HEADER.size :], event_count + 1)
     hook_file.pid, hook_file.tsc_clock, hook_file.skip_ns = pid, bool(clock), skip_ns
     hook_file.origin_ticks, hook_file.origin_ns = origin_ticks, origin_ns
@@ -259,9 +263,17 @@ def _parse_export(payload: bytes) -> HookExport:
 
 
 def read_hook_file(path: Path) -> HookFile:
-    """Parse one record file; a truncated last chunk (killed process) is ignored."""
+    """Parse one record file; a truncated last chunk (killed process) is ignored, a damaged one refused."""
     data = Path(path).read_bytes()
-    hook_file = HookFile(path=Path(path))
+    try:
+        return _parse_hook_file(Path(path), data)
+    except (struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError) as error:
+        raise TracelinkError(f"{path}: corrupt hook record file ({type(error).__name__}: {error})") from None
+
+
+def _parse_hook_file(path: Path, data: bytes) -> HookFile:
+    """The chunks of a record file's bytes; malformed chunks raise what struct/numpy raise."""
+    hook_file = HookFile(path=path)
     if len(data) < _PREAMBLE.size:
         return hook_file
     magic, version, _ = _PREAMBLE.unpack_from(data)
@@ -434,7 +446,7 @@ def dispatch_table(workgroups: pd.DataFrame) -> pd.DataFrame:
         .drop_duplicates()
         .sort_values("thread")
         .groupby(keys, sort=False)["thread"]
-        .agg(lambda names: ",".join(names.astype(str)))
+        .agg(lambda names: ",".join(names.fillna("?").astype(str)))  # "?": a thread no chunk named
     )
     return dispatches.join(threads).sort_values("start_ns", kind="stable")
 
@@ -532,12 +544,9 @@ def _hooked_environment(
 def _stop(process: subprocess.Popen) -> None:
     """SIGTERM the command's process group (the hook flushes on it), SIGKILL if it lingers."""
     for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        kill_group(process, signal_number)
         try:
-            os.killpg(process.pid, signal_number)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=STOP_GRACE_S)
+            reap_within(process, STOP_GRACE_S)
             return
         except subprocess.TimeoutExpired:
             continue
@@ -546,16 +555,17 @@ def _stop(process: subprocess.Popen) -> None:
 def _execute(command: list[str], env: dict[str, str], timeout_s: float | None) -> tuple[int, bool]:
     """Run the command in its own process group; return (returncode, timed_out)."""
     try:
-        process = subprocess.Popen(command, env=env, start_new_session=True)
+        process = start_process(command, env=env)
     except OSError as error:
         raise TracelinkError(f"cannot run {command[0]}: {error.strerror}") from error
     try:
-        return process.wait(timeout=timeout_s), False
+        return reap_within(process, timeout_s), False
     except subprocess.TimeoutExpired:
         _stop(process)
-        return process.wait(), True
-    except KeyboardInterrupt:
-        _stop(process)
+        return process.returncode, True
+    except BaseException:
+        kill_group(process)  # an interrupt: no grace period, it must stop within the 2 s promised
+        reap(process)
         raise
 
 
@@ -584,11 +594,7 @@ def _notice_lines(files: Sequence[HookFile]) -> list[str]:
 
 def _describe_exit(command: Sequence[str], returncode: int) -> str:
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return f"{command[0]} was killed by {name}"
+        return f"{command[0]} crashed ({signal_name(-returncode)})"
     return f"{command[0]} exited with status {returncode}"
 
 

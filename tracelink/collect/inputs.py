@@ -116,7 +116,10 @@ def described_type(value: str) -> tuple[tuple[int, ...], str] | None:
         path = Path(value[1:])
         if not path.is_file():
             raise TracelinkError(f"{path}: input file not found")
-        array = np.load(path, mmap_mode="r")
+        try:  # mapped, not read: the header and the file size are checked, the data stays on disk
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as error:
+            raise TracelinkError(f"{path}: not a valid .npy file ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
         element = next((name for name, dtype in NUMPY_DTYPES.items() if np.dtype(dtype) == array.dtype and not name.startswith("si")), str(array.dtype))
         return tuple(array.shape), element
     if "=" in value or "x" in value:

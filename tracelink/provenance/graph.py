@@ -18,6 +18,7 @@ from pathlib import Path
 import networkx as nx
 
 from tracelink.atomic import write_atomic, write_text_atomic
+from tracelink.textsafe import xml_safe_graph
 from tracelink.provenance.call_sites import CallSite
 from tracelink.provenance.executables import ExportInfo
 from tracelink.provenance.locations import OpLocation, SourceLocation
@@ -352,7 +353,7 @@ def audit_of(graph: nx.DiGraph) -> dict:
 
 def write_graph(graph: nx.DiGraph, graphml: Path, node_link: Path) -> None:
     """Write GraphML and node-link JSON, each atomically."""
-    write_atomic(graphml, lambda p: nx.write_graphml(graph, p))
+    write_atomic(graphml, lambda p: nx.write_graphml(xml_safe_graph(graph), p))
     write_text_atomic(node_link, json.dumps(nx.node_link_data(graph, edges="links"), indent=1))
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 from rich.console import Console
 
 from tracelink import TracelinkError
+from tracelink.arguments import add_source_arguments
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import build_report
+from tracelink.report.sources import SourcePolicy
 from tracelink.report.trace import write_trace
 
 
@@ -21,9 +23,10 @@ def run_report_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     profile = load_profile(directory)
     trace = write_trace(profile, directory / "trace.json")
-    report = build_report(profile, args.output)
+    sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
+    report = build_report(profile, args.output, sources)
     size = report.stat().st_size
-    Console(stderr=True, highlight=False).print(
+    Console(stderr=True, highlight=False, markup=False).print(
         f"wrote {report} ({size / 1e6:.2f} MB) and {trace} in {time.perf_counter() - started:.1f} s"
     )
     print(report)
@@ -34,4 +37,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="rebuild the HTML provenance report and trace.json of a profile directory")
     parser.add_argument("directory", type=Path, help="profile directory written by 'tracelink profile'")
     parser.add_argument("-o", "--output", type=Path, default=None, help="report file (default: DIRECTORY/report.html)")
+    add_source_arguments(parser)
     parser.set_defaults(handler=run_report_command)

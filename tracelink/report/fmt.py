@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-import re
 
 from lxml import etree
 
-NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+from tracelink.textsafe import XML_INVALID
 
 
 def clean(text: str) -> str:
     """Text lxml accepts: characters XML cannot hold become U+FFFD."""
-    return NOT_XML.sub("\ufffd", text)
+    return XML_INVALID.sub("\ufffd", text)
 
 
 def ns(value: float | None) -> str:

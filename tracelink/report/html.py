@@ -23,6 +23,7 @@ from tracelink.report.fmt import clean, el, heat, ns, pct
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
+from tracelink.report.sources import SourcePolicy
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
@@ -40,21 +41,22 @@ def viewer_dir() -> Path:
     raise TracelinkError(f"report assets ({', '.join(ASSETS)}) not found in {package.parent / 'viewer'} nor {package / 'viewer'}")
 
 
-def build_report(profile_or_dir: Profile | Path | str, output: Path | None = None) -> Path:
+def build_report(profile_or_dir: Profile | Path | str, output: Path | None = None, sources: SourcePolicy | None = None) -> Path:
     """Write the report of a profile (or profile directory) to ``output`` (default ``<dir>/report.html``).
 
+    ``sources`` decides which source files are embedded (default: the policy the profile was written with).
     The whole page is built in memory and written atomically: a failure leaves any previous report intact.
     """
     profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
     output = Path(output) if output is not None else profile.directory / "report.html"
-    text = render_report(profile)
+    text = render_report(profile, sources)
     output.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(output, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
-def render_report(profile: Profile) -> str:
+def render_report(profile: Profile, sources: SourcePolicy | None = None) -> str:
     """The report page as text."""
-    model = build_model(profile)
+    model = build_model(profile, sources)
     layout = layout_graph(profile.graph, model.ops, model.call_sites, short_export)
     root = page(model, layout)
     return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
@@ -260,6 +262,17 @@ def source_section(main, model: ReportModel) -> None:
         file_view(files, model, source)
     details = el(layout, "aside", id="line-details", class_="details")
     el(details, "p", class_="muted", text="Select a line to see its dispatches.")
+    skipped_sources(node, model.skipped_sources)
+
+
+def skipped_sources(parent, skipped: dict[str, str]) -> None:
+    """The files locations name that the report did not embed, and why."""
+    if not skipped:
+        return
+    el(parent, "h3", None, f"Files not embedded ({len(skipped)})")
+    ul = el(parent, "ul", class_="plain", id="skipped-sources")
+    for path, reason in sorted(skipped.items()):
+        el(ul, "li", class_="mono", text=f"{path}: {reason}")
 
 
 def file_view(parent, model: ReportModel, source) -> None:

@@ -27,6 +27,7 @@ from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
 from tracelink.provenance.ir_utils import new_context
 from tracelink.report.gains import Gains, gain_data
+from tracelink.report.sources import SourcePolicy
 from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
 from tracelink.report.workgroups import WorkgroupData, workgroup_data
 from tracelink.report.zones import ZoneData, zone_data
@@ -36,6 +37,7 @@ MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables a
 MAX_FILE_LINES = 20000  # a bigger input program is shown around its mapped lines only
 CONTEXT_LINES = 3  # lines shown around mapped lines of other files read from disk
 MAX_OTHER_FILE_BYTES = 4_000_000
+MAX_PROGRAM_BYTES = 64_000_000
 # Ops of an executable that carry the dispatch's location without computing anything of it.
 STRUCTURAL_OPS = ("hal.", "builtin.", "func.", "util.", "iree_tensor_ext.", "arith.constant", "tensor.empty", "scf.yield", "linalg.yield")
 STRUCTURAL_SUFFIXES = ("_end", "return", ".yield")
@@ -108,6 +110,7 @@ class ReportModel:
     workgroups: WorkgroupData | None = None  # hook collector: per-workgroup views
     zones: ZoneData | None = None  # tracy collector: runtime overhead around dispatches
     gains: Gains | None = None  # diff.csv in the profile directory: tuned gains per line
+    skipped_sources: dict[str, str] = field(default_factory=dict)  # files not embedded -> why
 
 
 def short_export(name: str) -> str:
@@ -119,16 +122,6 @@ def short_export(name: str) -> str:
 def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
     text = text.rstrip()
     return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit} more characters)"
-
-
-def read_lines(path: Path, limit: int = MAX_OTHER_FILE_BYTES) -> list[str] | None:
-    """The lines of a text file, None when it is missing, unreadable or too big."""
-    try:
-        if not path.is_file() or path.stat().st_size > limit:
-            return None
-        return path.read_text(errors="replace").split("\n")
-    except OSError:
-        return None
 
 
 def positions_of(data: dict) -> list[tuple[str, int]]:
@@ -144,16 +137,19 @@ def same_file(position_file: str, program: str) -> bool:
     return bool(position_file) and (position_file == program or program.endswith("/" + position_file))
 
 
-def build_model(profile: Profile) -> ReportModel:
+def build_model(profile: Profile, sources: SourcePolicy | None = None) -> ReportModel:
+    """The report's data; ``sources`` decides which files are embedded (default: the profile's policy)."""
     graph = profile.graph
     summary = profile.summary
+    sources = sources or SourcePolicy.for_profile(summary)
     program = str(summary.get("program", ""))
     context = new_context()
     by_frames = member_keys(graph)
-    program_ops, enclosing = program_text_ops(Path(program), context) if program else (None, frozenset())
+    readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
+    program_ops, enclosing = program_text_ops(Path(program), context) if readable else (None, frozenset())
 
     ops = op_table(profile, graph)
-    files, lines = map_lines(profile, graph, ops, program, program_ops, by_frames)
+    files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources)
     call_sites = call_site_rows(profile, graph, lines, ops)
     executables = read_executables(profile, graph, enclosing, by_frames, context)
     durations, per_iteration = event_series(profile.events)
@@ -163,7 +159,7 @@ def build_model(profile: Profile) -> ReportModel:
         executables=executables, durations=durations, per_iteration=per_iteration,
         audit=summary.get("audit") or (audit_of(graph) if "audit" in graph.graph else {}),
         iteration_strip=iteration_strip(profile.events), counters=counters,
-        workgroups=workgroup_data(profile), zones=zone_data(profile),
+        workgroups=workgroup_data(profile), zones=zone_data(profile), skipped_sources=dict(sources.skipped),
     )
     model.gains = gain_data(model)  # matched through the model's ops and lines
     return model
@@ -199,7 +195,7 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
     return ops
 
 
-def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[list[SourceFile], dict[str, Line]]:
+def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy) -> tuple[list[SourceFile], dict[str, Line]]:
     """The files to show and their mapped lines (see the module docstring)."""
     files: dict[str, SourceFile] = {}
 
@@ -218,7 +214,7 @@ def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[lis
         fractions[(row.op, target, row.line)][1] += row.inclusive
     if program:
         program_file = file_of(program, True)
-        program_file.text = read_lines(Path(program), limit=64_000_000)
+        program_file.text = sources.read_lines(Path(program), MAX_PROGRAM_BYTES)
         if program_file.text is not None:
             for text_op in program_ops or []:
                 node = next((by_frames[key] for key in text_op.keys if key in by_frames), None)
@@ -234,7 +230,7 @@ def map_lines(profile, graph, ops, program, program_ops, by_frames) -> tuple[lis
         file_of(path, path == program)
     for source_file in files.values():
         if source_file.text is None and not source_file.is_program:
-            source_file.text = read_lines(Path(source_file.path))
+            source_file.text = sources.read_lines(Path(source_file.path), MAX_OTHER_FILE_BYTES)
 
     for (path, number), nodes in at_line.items():
         line = Line(key="", file=0, number=number, ops=list(nodes))

@@ -59,6 +59,7 @@ def _positive(value: int | None, flag: str) -> None:
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
     from rich.console import Console
+    from rich.markup import escape
 
     from tracelink.profile_dir import load_profile
     from tracelink.tune.config import load_config
@@ -85,11 +86,11 @@ def run_tune(args: argparse.Namespace) -> int:
         outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
-                      "(continue with --resume)")
+                      "(continue with --resume)", markup=False)
         raise
     out = Console(highlight=False)
     for o in outcomes:
-        line = f"[bold]{o.export}[/] ({o.share:.1%} of dispatch time): "
+        line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
             line += f"{o.trials} trials, {o.failed} failed"
         else:
@@ -98,7 +99,7 @@ def run_tune(args: argparse.Namespace) -> int:
                      f"{'in the spec' if o.selected else 'not in the spec'}")
         out.print(line)
         if o.note:
-            out.print(f"  {o.note}")
+            out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
     if check is not None:
         out.print(f"whole program with the spec: {check['verdict']}, {check['speedup']:.2f}x "
@@ -110,8 +111,8 @@ def run_tune(args: argparse.Namespace) -> int:
     elif spec is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
     else:
-        out.print(f"tuning spec: {spec}  (trials: {trials})")
-        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}")
+        out.print(f"tuning spec: {spec}  (trials: {trials})", markup=False)
+        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}", markup=False)
     return 0
 
 
@@ -122,16 +123,20 @@ def _ms(value: float) -> str:
 def run_diff(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from tracelink.tune.diff import diff_profiles, write_diff
 
     _positive(args.iterations, "--iterations")
     if args.rounds < 0:
         raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
+    output = args.output or args.tuned / "diff.csv"
+    if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
+        raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
     console = Console(stderr=True, highlight=False)
     with console.status(f"running both programs alternately, {args.rounds} rounds"):
         frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
-    path = write_diff(frame, args.output or args.tuned / "diff.csv")
+    path = write_diff(frame, output)
     total = frame.attrs["end_to_end"]
     how = f"{total['rounds']} alternating rounds" if total["rounds"] > 1 else "the recorded profiles"
     table = Table(title=f"{args.tuned} vs {args.base} (median per iteration, {how})")

@@ -140,6 +140,11 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
     verdict and a warning when the rounds show the machine was busy.
     """
     base, tuned = load_profile(Path(base_dir)), load_profile(Path(tuned_dir))
+    if not set(_keys(base.source_ops)) & set(_keys(tuned.source_ops)):  # variants of one program share locations
+        raise TracelinkError(
+            f"{tuned_dir}: no source op in common with {base_dir}: profiles of two different programs "
+            f"({Path(tuned.summary['program']).name}, {Path(base.summary['program']).name})"
+        )
     if rounds >= 2:
         count = iterations or int(base.summary.get("repetitions", 10))
         scratch = Path(tuned_dir) / "diff_rounds"

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracelink import TracelinkError
-from tracelink.tools import tool_path
+from tracelink.tools import run_tool, stop_on_sigterm, tool_path
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
@@ -165,7 +165,7 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
         return f"candidate generation failed: {error}", time.perf_counter() - started
     command = [tool_path("iree-compile"), source, "-o", vmfb]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = run_tool(command, timeout)
     except subprocess.TimeoutExpired:
         return f"iree-compile timed out after {timeout:g} s", time.perf_counter() - started
     seconds = time.perf_counter() - started
@@ -195,7 +195,7 @@ def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, de
 def run_candidate_tool(command: list[str], timeout: float, what: str) -> subprocess.CompletedProcess:
     """Run one tool on a candidate; a timeout or failure is the candidate's (recorded, not fatal)."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
         raise TimeoutError(f"{what} exceeded {timeout:.3g} s") from error
     if done.returncode != 0:
@@ -392,7 +392,7 @@ class Measurer:
 
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """The compile pool (spawned workers: the MLIR bindings and XGBoost do not survive fork well)."""
-    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"), initializer=stop_on_sigterm)
 
 
 def progress_bar(console: Console) -> Progress:

@@ -17,9 +17,11 @@ from pathlib import Path
 import pandas as pd
 from iree.compiler import ir
 from rich.console import Console
+from rich.markup import escape
 
 from tracelink import TracelinkError
 from tracelink.profile_dir import Profile
+from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
 from tracelink.tune.diff import run_inputs, run_parameters
@@ -118,7 +120,7 @@ class TrialLog:
     def __init__(self, path: Path, resume: bool):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.previous = pd.read_csv(path, keep_default_na=False, na_values=[""]) if resume and path.exists() else None
+        self.previous = read_trials(path) if resume and path.exists() else None
         if not resume or not path.exists():
             with path.open("w", newline="") as out:
                 csv.DictWriter(out, TRIAL_COLUMNS).writeheader()
@@ -133,6 +135,21 @@ class TrialLog:
         if self.previous is None or self.previous.empty:
             return pd.DataFrame(columns=TRIAL_COLUMNS)
         return self.previous[self.previous["dispatch"] == export]
+
+
+def read_trials(path: Path) -> pd.DataFrame:
+    """The trials of an earlier run; a last row cut by an interrupt is dropped (its trial runs again)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as handle:  # appends must start on a fresh line
+            handle.truncate(data.rfind(b"\n") + 1)
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise TracelinkError(f"{path}: corrupt trials table ({str(error).splitlines()[0] if str(error) else type(error).__name__}); move it away to start afresh") from None
+    if list(frame.columns) != TRIAL_COLUMNS:
+        raise TracelinkError(f"{path}: not a trials table of this tracelink (columns differ); move it away to start afresh")
+    return frame
 
 
 def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
@@ -155,7 +172,7 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
     outcome.space_size = len(space)
-    console.print(f"[bold]{dispatch.export}[/] ({target.share:.1%} of dispatch time): {space.describe()}")
+    console.print(f"[bold]{escape(dispatch.export)}[/] ({target.share:.1%} of dispatch time): {escape(space.describe())}")
     measurer = Measurer(dispatch, workdir / dispatch.export, config.measure, pool, console)
     default = measurer.measure_default(progress)
     outcome.default_ms = default.runtime_ms
@@ -252,7 +269,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     manifest = profile.manifest
     targets, skipped, tunable_share = select_targets(profile.exports, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
-        console.print(f"[dim]skipped {target.export} ({target.share:.1%}): {target.reason}[/]", soft_wrap=True)
+        console.print(f"[dim]skipped {escape(target.export)} ({target.share:.1%}): {escape(target.reason)}[/]", soft_wrap=True)
     console.print(f"tunable: {tunable_share:.1%} of the timed dispatch time; tuning {len(targets)} dispatch(es) "
                   f"with {sum(t.share for t in targets):.1%}; skipped {len(skipped)} with "
                   f"{sum(t.share for t in skipped):.1%}", soft_wrap=True)
@@ -284,10 +301,11 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
         return outcomes, None, None
-    spec_path = Path(spec_path) if spec_path else workdir / "spec.mlir"
+    output = Path(spec_path) if spec_path else None
+    spec_path = workdir / "spec.mlir"  # the user's -o is written only once the spec is final, and never deleted
     write_spec(choices, spec_path)
     if not (config.select.check_spec and manifest.get("input")):
-        return outcomes, spec_path, None
+        return outcomes, deliver(spec_path, output), None
     missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
                                  choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
     for choice in missed:
@@ -305,10 +323,19 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
                                      kept, workdir / "spec_check", config.measure.compile_timeout_seconds)
     if config.select.program_rounds < 2:
-        return outcomes, spec_path, None
+        return outcomes, deliver(spec_path, output), None
     check = check_in_program(profile, vmfb, config.select.program_rounds, console)
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
     if check["ci_low"] > 1:
-        return outcomes, spec_path, check
+        return outcomes, deliver(spec_path, output), check
     spec_path.unlink()  # a spec that does not speed the whole program up is not handed to the user
     return outcomes, None, check
+
+
+def deliver(spec: Path, output: Path | None) -> Path:
+    """The final spec: copied (atomically) to the user's ``-o`` path when one was given."""
+    if output is None:
+        return spec
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(output, spec.read_text())
+    return output

@@ -16,7 +16,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink import TracelinkError
-from tracelink.tools import tool_path
+from tracelink.tools import run_tool, tool_path
 from tracelink.provenance.ir_utils import walk
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
 
@@ -160,7 +160,7 @@ def check_applied(program: Path, flags: list[str], spec: Path, choices: list[Cho
     command = [tool_path("iree-compile"), str(program), *kept, f"--iree-codegen-tuning-spec-path={spec}",
                f"--iree-hal-dump-executable-configurations-to={dump}", "-o", str(vmfb)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
         raise TracelinkError(f"{program}: compiling with the tuning spec {spec} took over {timeout:g} s") from error
     (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)

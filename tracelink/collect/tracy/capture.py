@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink import TracelinkError
+from tracelink.tools import kill_group, reap, signal_name, start_process
 
 TRACY_PACKAGE = "iree._runtime_libs_tracy"
 CAPTURE_TOOL = "iree-tracy-capture"
@@ -77,21 +77,15 @@ class _Process:
 
     def stop(self) -> None:
         """Kill the whole process group if anything of it is still running."""
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.popen.wait()
+        kill_group(self.popen)
+        reap(self.popen)
 
 
 def _start(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> _Process:
     try:
         with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                start_new_session=True,  # its own process group, so stop() reaches its children too
-            )
+            # its own process group, so stop() reaches its children too
+            popen = start_process(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     except OSError as error:
         raise TracelinkError(f"cannot run {argv[0]}: {error.strerror or error}") from error
     return _Process(name, popen, log)
@@ -145,6 +139,8 @@ def capture_tracy(command: list[str], output: Path, timeout_s: float, *, cwd: Pa
         program_code = _wait_for_program(program, capture, deadline, timeout_s)
         if program_code != 0:
             _wait(capture, min(deadline, time.monotonic() + _FAILED_PROGRAM_GRACE_S))
+            if program_code < 0:
+                raise TracelinkError(f"{program.name} crashed ({signal_name(-program_code)}); its output is in {program.log}")
             raise TracelinkError(f"{program.name} failed with exit code {program_code}: {program.tail()}")
         capture_code = _wait(capture, deadline)
         if capture_code is None:

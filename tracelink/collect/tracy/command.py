@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tracelink import TracelinkError
 from tracelink.collect.tracy.decoder import TracyCapture, read_capture
@@ -57,7 +59,7 @@ def ingest(args: argparse.Namespace) -> int:
     args.output.mkdir(parents=True, exist_ok=True)
     zones_path = args.output / ZONES_FILE
     capture.zones.to_parquet(zones_path, index=False)
-    console.print(f"wrote {zones_path}")
+    console.print(f"wrote {zones_path}", markup=False)
     return 0
 
 
@@ -108,7 +110,7 @@ def _print_summary(console: Console, capture: TracyCapture, top: int) -> None:
     zones = capture.zones
     threads_with_zones = zones.groupby("thread", observed=True).size()
     console.print(
-        f"[bold]{header.program}[/] — Tracy {header.version_text}, {header.compression} "
+        f"[bold]{escape(header.program)}[/] — Tracy {header.version_text}, {header.compression} "
         f"({header.streams} streams), {header.last_time / 1e6:,.1f} ms captured"
     )
     console.print(
@@ -120,5 +122,5 @@ def _print_summary(console: Console, capture: TracyCapture, top: int) -> None:
     for column, justify in (("zone", "left"), ("count", "right"), ("total ms", "right"), ("mean µs", "right")):
         table.add_column(column, justify=justify)
     for name, row in top_zones(zones, top).iterrows():
-        table.add_row(str(name), f"{int(row['count']):,}", f"{row['sum'] / 1e6:,.3f}", f"{row['mean'] / 1e3:,.1f}")
+        table.add_row(Text(str(name)), f"{int(row['count']):,}", f"{row['sum'] / 1e6:,.3f}", f"{row['mean'] / 1e3:,.1f}")
     console.print(table)

@@ -1,0 +1,110 @@
+"""Every damaged file of a profile directory, read by every command: exit 1 and one line naming the file."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_profile
+from tests.test_safety import program
+from tracelink.cli import main
+
+CAPTURE = Path("/work/shared/fixtures/tracy/matmul_lz4hc3.tracy")
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(b"\x00\xffnot what tracelink wrote\n")
+
+
+def wrong_shape(path: Path) -> None:
+    path.write_text({".json": "[1, 2]\n", ".csv": "x,y\n1,2\n", ".parquet": ""}[path.suffix])
+
+
+def text_in_numbers(path: Path) -> None:
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    rows[1][rows[0].index("total_ns")] = "lots"
+    with path.open("w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+
+
+def delete(path: Path) -> None:
+    path.unlink()
+
+
+DAMAGE: dict[str, list[Callable[[Path], None]]] = {
+    "profile.json": [truncate, garbage, wrong_shape],
+    "provenance.json": [truncate, garbage, wrong_shape],
+    "events.parquet": [truncate, garbage, delete],
+    "call_sites.csv": [truncate, wrong_shape, text_in_numbers],
+    "exports.csv": [truncate, garbage, text_in_numbers],
+    "source_ops.csv": [truncate, wrong_shape, text_in_numbers],
+    "source_lines.csv": [truncate, garbage, text_in_numbers],
+}
+CASES = [(name, damage) for name, damages in DAMAGE.items() for damage in damages]
+
+
+@pytest.fixture(scope="module")
+def good_profile(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("corrupt")
+    source = base / "two.mlir"
+    source.write_text(program("two", matmuls=2))
+    return run_profile(source, base / "good", repetitions=2).directory
+
+
+def commands(directory: Path, good: Path) -> dict[str, list[str]]:
+    return {
+        "report": ["report", str(directory)],
+        "diff": ["diff", str(good), str(directory), "-o", str(directory.parent / "d.csv")],
+        "tune": ["tune", str(directory), "--trials", "1"],
+        "ingest": ["ingest", str(CAPTURE), "--artifacts", str(directory)],
+    }
+
+
+@pytest.mark.parametrize(("name", "damage"), CASES, ids=[f"{n}-{d.__name__}" for n, d in CASES])
+def test_each_command_reports_a_damaged_file_in_one_line(good_profile, tmp_path, capsys, name, damage):
+    directory = tmp_path / "p"
+    shutil.copytree(good_profile, directory)
+    damage(directory / name)
+    for command, argv in commands(directory, good_profile).items():
+        assert main(argv) == 1, command
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("tracelink: error:"), (command, lines)
+        assert name in lines[0], (command, lines[0])
+
+
+def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, capsys):
+    other = tmp_path / "other.mlir"
+    other.write_text(program("other", matmuls=1))
+    different = run_profile(other, tmp_path / "other", repetitions=2).directory
+    assert main(["diff", str(good_profile), str(different), "-o", str(tmp_path / "d.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "profiles of two different programs" in err and len(err.strip().splitlines()) == 1
+    assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.json")]) == 1
+    assert "takes a .csv path" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    assert main(["diff", str(good_profile), str(good_profile), "-o", str(tmp_path / "x.csv")]) == 0
+    assert (tmp_path / "x.csv").read_text().startswith("label,") and (tmp_path / "x.json").read_text().startswith("{")
+
+
+def test_a_trials_table_cut_mid_row_resumes_without_the_partial_row(tmp_path):
+    from tracelink.tune.run import TRIAL_COLUMNS, TrialLog
+
+    path = tmp_path / "trials.csv"
+    row = ",".join("1" if c in ("number", "trial") else "x" for c in TRIAL_COLUMNS)
+    path.write_text(",".join(TRIAL_COLUMNS) + "\n" + row + "\n" + row + "\n" + row[: len(row) // 2])
+    log = TrialLog(path, resume=True)
+    assert len(log.previous) == 2 and path.read_text().endswith("\n")
+    path.write_text("a,b\n1,2\n")
+    from tracelink import TracelinkError
+
+    with pytest.raises(TracelinkError, match="not a trials table"):
+        TrialLog(path, resume=True)

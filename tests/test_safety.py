@@ -1,0 +1,189 @@
+"""Hostile programs and directories: nothing written or read outside the output, no stale profile, one line."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_bad_input import TRACELINK, error_line, run_cli
+
+MATMUL = "  %{n} = linalg.matmul ins(%a, %b : tensor<32x32xf32>, tensor<32x32xf32>) outs(%z : tensor<32x32xf32>) -> tensor<32x32xf32>{loc}\n"
+
+
+def program(module: str, function: str = "main", matmuls: int = 1, loc: str = "") -> str:
+    """A program of ``matmuls`` chained 32x32 matmuls in ``module @<module>``."""
+    body = "".join(MATMUL.format(n=f"m{i}", loc=loc).replace("ins(%a,", "ins(%a," if i == 0 else f"ins(%m{i - 1},") for i in range(matmuls))
+    return (
+        f"module @{module} {{\nfunc.func @{function}(%a: tensor<32x32xf32>, %b: tensor<32x32xf32>) -> tensor<32x32xf32> {{\n"
+        "  %zero = arith.constant 0.0 : f32\n  %e = tensor.empty() : tensor<32x32xf32>\n"
+        "  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>\n"
+        f"{body}  return %m{matmuls - 1} : tensor<32x32xf32>\n}}\n}}\n"
+    )
+
+
+def tree(root: Path, skip: Path) -> set[str]:
+    """Every path under ``root`` except those under ``skip``."""
+    return {str(p.relative_to(root)) for p in root.rglob("*") if not p.is_relative_to(skip)}
+
+
+@pytest.mark.parametrize(
+    ("module", "function"),
+    [('"..\\2F..\\2F..\\2Fvictim\\2Fnotes"', "main"), ('"../../victim/notes"', "main"), ("m", '"a/../../b"'), ('".."', "main")],
+)
+def test_symbol_names_never_become_paths_outside_the_output(tmp_path, module, function):
+    jail = tmp_path / "jail"
+    (jail / "victim").mkdir(parents=True)
+    (jail / "work" / "sub").mkdir(parents=True)
+    source = jail / "work" / "evil.mlir"
+    source.write_text(program(module, function))
+    out = jail / "work" / "sub" / "out"
+    before = tree(jail, out)
+    line = error_line(subprocess.run([*TRACELINK, "profile", str(source), "-o", str(out)], capture_output=True, text=True, cwd=jail / "work"))
+    assert "symbol name" in line and "evil.mlir:" in line
+    assert tree(jail, out) == before
+
+
+def test_invalid_utf8_in_a_location_is_refused_with_its_line(tmp_path):
+    source = tmp_path / "bad.mlir"
+    source.write_text(program("m", loc=' loc("bad\\FFname"("x.py":1:1))'))
+    done = run_cli("profile", str(source), "-o", str(tmp_path / "out"))
+    assert done.returncode == 1  # not 134: the bindings never see the string
+    line = error_line(done)
+    assert "bad.mlir:6:" in line and "UTF-8" in line
+    raw = tmp_path / "raw.mlir"
+    raw.write_bytes(program("m").replace("main", "ma\xffin").encode("latin-1"))
+    assert "raw.mlir:2:" in error_line(run_cli("profile", str(raw), "-o", str(tmp_path / "out2")))
+
+
+def test_report_embeds_no_file_outside_the_allowed_roots(tmp_path):
+    source = tmp_path / "leak.mlir"
+    source.write_text(program("leak", loc=' loc("mm"("/etc/passwd":1:1))'))
+    out = tmp_path / "out"
+    done = subprocess.run([*TRACELINK, "profile", str(source), "-o", str(out), "--repetitions", "2"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = (out / "report.html").read_text()
+    first_line = Path("/etc/passwd").read_text().splitlines()[0]
+    assert first_line not in report
+    assert "/etc/passwd: outside the allowed source roots" in report
+    assert "%zero = arith.constant" in report  # the program itself is embedded
+    done = subprocess.run([*TRACELINK, "report", str(out), "--no-sources"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = (out / "report.html").read_text()
+    assert "%zero = arith.constant" not in report and "--no-sources" in report
+
+
+def test_a_second_program_replaces_the_first_profile_entirely(tmp_path):
+    first, second = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    first.write_text(program("a", matmuls=3))
+    second.write_text(program("b", matmuls=1))
+    out = tmp_path / "out"
+    assert run_cli("profile", str(first), "-o", str(out), "--repetitions", "2").returncode == 0
+    (out / "zones.parquet").write_bytes(b"stale")  # as a tracy run would leave it
+    done = run_cli("profile", str(second), "-o", str(out), "--repetitions", "3")
+    assert done.returncode == 0, done.stderr
+    assert "1/1 call sites mapped" in done.stdout
+    assert not (out / "zones.parquet").exists()
+    assert {p.name.split(".")[0] for p in (out / "artifacts" / "phases").iterdir()} == {"b"}
+    from tracelink.profile_dir import load_profile
+
+    loaded = load_profile(out)
+    assert loaded.summary["program"] == str(second) and loaded.summary["iterations"] == 3 and len(loaded.call_sites) == 1
+
+
+def test_a_foreign_directory_is_refused_unless_forced(tmp_path):
+    source = tmp_path / "p.mlir"
+    source.write_text(program("p"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.html").write_text("my own report")
+    line = error_line(run_cli("profile", str(source), "-o", str(mine)))
+    assert "not a tracelink profile directory" in line and "--force" in line
+    assert (mine / "report.html").read_text() == "my own report"
+    inside = tmp_path / "prof"
+    assert run_cli("profile", str(source), "-o", str(inside), "--repetitions", "1").returncode == 0
+    kept = inside / "artifacts" / "inputs" / "input_0.npy"
+    line = error_line(run_cli("profile", str(source), "-o", str(inside), f"--input=@{kept}", f"--input=@{kept}"))
+    assert "copy it elsewhere first" in line and kept.is_file()
+
+
+def test_a_concurrent_second_run_is_refused(tmp_path):
+    source = tmp_path / "p.mlir"
+    source.write_text(program("p", matmuls=2))
+    out = tmp_path / "out"
+    first = subprocess.Popen([*TRACELINK, "profile", str(source), "-o", str(out), "--repetitions", "100000"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / ".tracelink.lock").is_file() or not (out / ".tracelink.lock").read_text().strip():
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        line = error_line(run_cli("profile", str(source), "-o", str(out)))
+        assert f"another tracelink run (pid {first.pid})" in line
+    finally:
+        first.terminate()  # SIGTERM: tracelink stops its tools too
+        first.wait(timeout=30)
+    assert first.returncode == 143
+
+
+def test_control_characters_and_deep_call_stacks_are_profiled(tmp_path):
+    control = tmp_path / "ctrl.mlir"
+    control.write_text(program("c", loc=' loc("a\\01b\\0Ac"("x.py":1:1))'))
+    done = run_cli("profile", str(control), "-o", str(tmp_path / "c"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    import networkx as nx
+
+    labels = [data.get("label", "") for _, data in nx.read_graphml(tmp_path / "c" / "provenance.graphml").nodes(data=True)]
+    assert any("a\\x01b" in label for label in labels)
+    deep = tmp_path / "deep.mlir"
+    chain = "loc(" + "callsite(" * 1000 + '"x.py":1:1' + ' at "y.py":2:2)' * 1000 + ")"
+    deep.write_text(program("d", loc=" " + chain))
+    done = run_cli("profile", str(deep), "-o", str(tmp_path / "d"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    assert "1/1 call sites mapped" in done.stdout
+
+
+def test_program_names_with_markup_print_literally(tmp_path):
+    for missing in ("nope[v2].mlir", "data[/bold]x.mlir"):
+        line = error_line(run_cli("profile", str(tmp_path / missing), "-o", str(tmp_path / "out")))
+        assert missing in line
+    source = tmp_path / "data[/bold]x.mlir"  # a file "bold]x.mlir" in a directory "data["
+    source.parent.mkdir()
+    source.write_text(program("markup"))
+    done = run_cli("profile", str(source), "-o", str(tmp_path / "out"), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    assert "bold]x.mlir @main" in done.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--repetitions", "0"), ("--repetitions", "-2"), ("--warmup", "-1"), ("--timeout", "0"), ("--timeout", "-5"), ("--timeout", "nan")])
+def test_options_out_of_range_are_refused_by_argparse(tmp_path, option, value):
+    done = run_cli("profile", "any.mlir", "-o", str(tmp_path / "out"), f"{option}={value}")
+    assert done.returncode == 2 and option in done.stderr and "must be" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_damaged_npy_inputs_and_unwritable_outputs_are_one_line(tmp_path):
+    import numpy as np
+
+    source = tmp_path / "p.mlir"
+    source.write_text(program("p"))
+    good = tmp_path / "good.npy"
+    np.save(good, np.ones((32, 32), np.float32))
+    (tmp_path / "short.npy").write_bytes(good.read_bytes()[:200])
+    (tmp_path / "junk.npy").write_bytes(b"\x93NUMPY\x01\x00v\x00{garbage")
+    for name in ("short.npy", "junk.npy"):
+        line = error_line(run_cli("profile", str(source), "-o", str(tmp_path / "out"), f"--input=@{tmp_path / name}", f"--input=@{good}"))
+        assert f"{name}: not a valid .npy file" in line
+    line = error_line(run_cli("profile", str(source), "-o", "/proc/no/such/dir"))
+    assert "/proc/no/such/dir" in line
+
+
+def test_a_crashing_tool_is_reported_as_a_crash_with_its_log(tmp_path):
+    from tracelink import TracelinkError
+    from tracelink.tools import ToolRun
+
+    run = ToolRun(["sh", "-c", "echo banner; kill -SEGV $$"], tmp_path / "run.log", "iree-benchmark-module on app.vmfb")
+    with pytest.raises(TracelinkError, match=r"crashed \(SIGSEGV\); its output is in .*run\.log"):
+        run.wait(30)
