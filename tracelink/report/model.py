@@ -149,7 +149,8 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     program_ops, enclosing = program_text_ops(Path(program), context) if readable else (None, frozenset())
 
     ops = op_table(profile, graph)
-    files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources)
+    library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
+    files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
     call_sites = call_site_rows(profile, graph, lines, ops)
     executables = read_executables(profile, graph, enclosing, by_frames, context)
     durations, per_iteration = event_series(profile.events)
@@ -195,7 +196,7 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
     return ops
 
 
-def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy) -> tuple[list[SourceFile], dict[str, Line]]:
+def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy, library: tuple[str, ...]) -> tuple[list[SourceFile], dict[str, Line]]:
     """The files to show and their mapped lines (see the module docstring)."""
     files: dict[str, SourceFile] = {}
 
@@ -207,7 +208,6 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
     at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
     # (op, shown file, line) -> [self fraction, inclusive fraction] of the op's time
     fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    library = tuple(profile.summary.get("library_frames") or LIBRARY_GLOBS)
     for row in op_line_shares(graph, library).itertuples():
         target = program if program and same_file(row.file, program) else row.file
         fractions[(row.op, target, row.line)][0] += row.self
