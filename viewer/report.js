@@ -86,7 +86,7 @@
     Object.keys(sites).forEach(function (index) {
       var tr = document.getElementById('cs-' + index);
       lineMarks.add(tr, 'hl');
-      lineMarks.add(tr, sites[index] === 'r' ? 'hl-r' : 'hl-p');
+      lineMarks.add(tr, { r: 'hl-r', p: 'hl-p', i: 'hl-i' }[sites[index]] || 'hl-p');
       lineMarks.add(graphNode('cs:' + index), 'hl');
       (D.cs[index].ln || []).forEach(function (other) { if (other !== key) { fused[other] = true; } });
     });
