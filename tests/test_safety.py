@@ -122,6 +122,8 @@ def test_a_concurrent_second_run_is_refused(tmp_path):
             time.sleep(0.05)
         line = error_line(run_cli("profile", str(source), "-o", str(out)))
         assert f"another tracelink run (pid {first.pid})" in line
+        # commands that write into an existing profile wait for nothing: they are refused the same way
+        assert f"another tracelink run (pid {first.pid})" in error_line(run_cli("report", str(out)))
     finally:
         first.terminate()  # SIGTERM: tracelink stops its tools too
         first.wait(timeout=30)

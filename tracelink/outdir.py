@@ -12,6 +12,8 @@ import fcntl
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +83,19 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
         claim.release()
         raise
     return claim
+
+
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s lock while a command writes into an existing profile (report, ingest, tune, diff)."""
+    try:
+        fd = lock(Path(directory))
+    except OSError as error:
+        raise TracelinkError(f"{directory}: cannot lock the profile directory ({error.strerror})") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def lock(directory: Path) -> int:

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from tracelink import TracelinkError
 from tracelink.arguments import add_source_arguments
+from tracelink.outdir import locked
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import build_report
 from tracelink.report.sources import SourcePolicy
@@ -21,10 +22,11 @@ def run_report_command(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         raise TracelinkError(f"{directory}: no such profile directory")
     started = time.perf_counter()
-    profile = load_profile(directory)
-    trace = write_trace(profile, directory / "trace.json")
-    sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
-    report = build_report(profile, args.output, sources)
+    with locked(directory):
+        profile = load_profile(directory)
+        trace = write_trace(profile, directory / "trace.json")
+        sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
+        report = build_report(profile, args.output, sources)
     size = report.stat().st_size
     Console(stderr=True, highlight=False, markup=False).print(
         f"wrote {report} ({size / 1e6:.2f} MB) and {trace} in {time.perf_counter() - started:.1f} s"

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from tracelink import TracelinkError
+from tracelink.outdir import locked
 from tracelink.tune.diff import DEFAULT_ROUNDS
 
 TUNER_NAMES = ("xgb", "random", "grid")
@@ -83,7 +84,8 @@ def run_tune(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
-        outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
+        with locked(args.profile):
+            outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)", markup=False)
@@ -134,9 +136,9 @@ def run_diff(args: argparse.Namespace) -> int:
     if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
         raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
     console = Console(stderr=True, highlight=False)
-    with console.status(f"running both programs alternately, {args.rounds} rounds"):
+    with locked(args.tuned), console.status(f"running both programs alternately, {args.rounds} rounds"):
         frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
-    path = write_diff(frame, output)
+        path = write_diff(frame, output)
     total = frame.attrs["end_to_end"]
     how = f"{total['rounds']} alternating rounds" if total["rounds"] > 1 else "the recorded profiles"
     table = Table(title=f"{args.tuned} vs {args.base} (median per iteration, {how})")

@@ -22,6 +22,7 @@ from tracelink.collect.tracy.decoder import TracyCapture, read_capture
 from tracelink.collect.tracy.views import rebuild_executions
 from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
+from tracelink.outdir import locked
 from tracelink.profile_dir import Profile, load_profile
 
 ZONES_FILE = "zones.parquet"
@@ -53,7 +54,8 @@ def ingest(args: argparse.Namespace) -> int:
     _print_summary(console, capture, args.top)
     profile_dir = profile_directory(args.output)
     if profile_dir is not None:
-        result = fold_into_profile(args.capture, capture, profile_dir)
+        with locked(profile_dir):
+            result = fold_into_profile(args.capture, capture, profile_dir)
         print_summary(result, console)
         return 0
     args.output.mkdir(parents=True, exist_ok=True)
