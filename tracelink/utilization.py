@@ -18,7 +18,6 @@ site that gives them the most time.
 from __future__ import annotations
 
 import networkx as nx
-import numpy as np
 import pandas as pd
 
 from tracelink.machine import Machine
@@ -123,7 +122,3 @@ def op_and_line_utilization(
     lines = with_utilization(source_lines, ["file", "line"], grouped_utilization(on_lines[on_lines["ns"] > 0], ["file", "line"], machine))
     return ops, lines
 
-
-def fmt_rate(value: float | None, unit: str) -> str:
-    """``12.3 GFLOP/s``; a dash when undefined."""
-    return "–" if value is None or not np.isfinite(value) else f"{value:.3g} {unit}"
