@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO, run_profile
+from tests.conftest import OUTPUT, REPO, run_profile
+from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tracelink.machine import machine_peaks
+from tracelink.report import build_report
 
 COSTS = REPO / "tests" / "data" / "costs.mlir"
 F32 = 4
@@ -65,3 +67,36 @@ def test_source_ops_and_lines_carry_their_dispatchs_cost_and_verdict(costs):
     chain = lines.loc[[17, 21, 22, 23], "flops"].sum()
     assert chain == pytest.approx(EXPECTED[17][0] * site_at(costs, 17)["count"])
     assert costs.summary["machine"]["peak_gbps"] > 0 and costs.summary["machine"]["peak_gflops"] > 0
+
+
+@pytest.fixture(scope="module")
+def costs_report(costs):
+    return build_report(costs)
+
+
+def test_roofline_flame_graph_and_kind_table_in_the_browser(browser, costs, costs_report):
+    opened = Opened(browser, costs_report)
+    timed = costs.call_sites[(costs.call_sites["phase"] == "run") & (costs.call_sites["count"] > 0)]
+    # one roofline dot per timed call site, each opening its drill-down
+    assert opened.eval("document.querySelectorAll('#roofline circle.rf').length") == len(timed)
+    opened.page.click(f"#roofline circle.rf[data-cs='{site_at(costs, 28)['call_site']}']")
+    assert opened.eval("document.getElementById('panel').getAttribute('data-cs')") == str(site_at(costs, 28)["call_site"])
+    assert "parallelism" in opened.eval("document.querySelector('#panel-body .why').textContent")
+    opened.page.keyboard.press("Escape")
+    # the flame graph ends in dispatch frames (frames under 0.1 % are left out; the reduction's time is on
+    # two lines, its op's and its body's); zooming into a line frame hides the others
+    leaves = opened.eval("[...document.querySelectorAll('#flame-svg g.fr.leaf')].map(g => g.dataset.cs)")
+    assert set(leaves) == {str(i) for i in timed.loc[timed["share"] >= 0.002, "call_site"]}
+    assert leaves.count(str(site_at(costs, 28)["call_site"])) == 2
+    opened.page.click("#flame-svg g.fr[data-l='line 8']")
+    shown = opened.eval("[...document.querySelectorAll('#flame-svg g.fr.leaf')].filter(g => g.style.display !== 'none').map(g => g.dataset.cs)")
+    assert shown == [str(site_at(costs, 8)["call_site"])]
+    width = opened.eval("Number(document.querySelector('#flame-svg g.fr.leaf[data-cs=\"%d\"] rect').getAttribute('width'))" % site_at(costs, 8)["call_site"])
+    assert width > 1000  # the zoomed frame spans the whole width
+    # five independent dispatches of five kinds
+    assert opened.eval("document.querySelectorAll('#kind-table tbody tr').length") == 5
+    assert opened.eval("document.querySelectorAll('#glossary dt').length") >= 6
+    OUTPUT.mkdir(exist_ok=True)
+    opened.page.locator("#dispatches").screenshot(path=str(OUTPUT / "roofline.png"))
+    opened.page.locator("#flame").screenshot(path=str(OUTPUT / "flame.png"))
+    opened.check_clean()
