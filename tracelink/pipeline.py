@@ -17,7 +17,9 @@ import pandas as pd
 from rich.console import Console
 
 from tracelink import TracelinkError, __version__
-from tracelink.aggregate import call_site_table, coverage, export_table, source_line_table, source_op_table
+from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, source_line_table, source_op_table
+from tracelink.machine import machine_peaks
+from tracelink.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
@@ -134,7 +136,12 @@ def assemble_profile(
     library_frames: tuple[str, ...] = LIBRARY_GLOBS,
 ) -> Profile:
     """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary."""
-    call_sites = call_site_table(events, graph)
+    machine = machine_peaks()
+    call_sites = call_site_utilization(call_site_table(events, graph), graph, machine)
+    source_ops, source_lines = op_and_line_utilization(
+        call_sites, source_op_table(events, graph), source_line_table(events, graph, library_frames),
+        attribution(graph), op_line_shares(graph, library_frames), machine,
+    )
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
     total = float(events["duration_ns"].sum())
     summary = run_info | {
@@ -144,11 +151,11 @@ def assemble_profile(
         "coverage": coverage(events, call_sites, graph),
         "library_frames": list(library_frames),
         "audit": audit_of(graph),
+        "machine": machine.as_dict(),
     }
     return Profile(
         directory=out, summary=summary, events=events, call_sites=call_sites,
-        exports=export_table(events, graph), source_ops=source_op_table(events, graph),
-        source_lines=source_line_table(events, graph, library_frames), graph=graph, workgroups=workgroups, zones=zones,
+        exports=export_table(events, graph), source_ops=source_ops, source_lines=source_lines, graph=graph, workgroups=workgroups, zones=zones,
     )
 
 

@@ -348,13 +348,42 @@
     }
   }
 
+  // Flame graph: zoom into a frame (its ancestors span the width), a dispatch frame opens its drill-down
+  var FLAME_CHAR = 6.5;
+  function flameZoom(frame) {
+    var svg = $('#flame-svg');
+    var width = svg.viewBox.baseVal.width;
+    var a = Number(frame.getAttribute('data-x0')), b = Number(frame.getAttribute('data-x1'));
+    var depth = Number(frame.getAttribute('data-d'));
+    $$('g.fr', svg).forEach(function (g) {
+      var x0 = Number(g.getAttribute('data-x0')), x1 = Number(g.getAttribute('data-x1'));
+      var inside = x0 >= a - 1e-9 && x1 <= b + 1e-9;
+      var above = Number(g.getAttribute('data-d')) < depth && x0 <= a + 1e-9 && x1 >= b - 1e-9;
+      g.style.display = inside || above ? '' : 'none';
+      if (!(inside || above)) { return; }
+      var left = above ? 0 : (x0 - a) / (b - a) * width, right = above ? width : (x1 - a) / (b - a) * width;
+      var rect = $('rect', g), text = $('text', g), label = g.getAttribute('data-l');
+      rect.setAttribute('x', left.toFixed(1));
+      rect.setAttribute('width', Math.max(right - left - 0.5, 0.5).toFixed(1));
+      text.setAttribute('x', (left + 3).toFixed(1));
+      var room = Math.floor((right - left - 6) / FLAME_CHAR);
+      text.textContent = label.length <= room ? label : (room > 2 ? label.slice(0, room - 1) + '\u2026' : '');
+    });
+    svg.setAttribute('data-zoom', frame.getAttribute('data-x0') + ':' + frame.getAttribute('data-x1'));
+  }
+  function flameClick(frame) {
+    if (frame.classList.contains('leaf')) { openDrill(frame.getAttribute('data-cs')); return; }
+    flameZoom(frame);
+  }
+
   // Events --------------------------------------------------------------------------------------
   document.addEventListener('click', function (event) {
     var target = event.target;
     if (!(target instanceof Element)) { return; }
     var found;
     if ((found = target.closest('#panel-close'))) { closeDrill(); return; }
-    if ((found = target.closest('a.chip[data-cs], rect.d[data-cs]'))) {
+    if ((found = target.closest('#flame-svg g.fr'))) { flameClick(found); return; }
+    if ((found = target.closest('a.chip[data-cs], rect.d[data-cs], circle.rf[data-cs]'))) {
       event.preventDefault(); openDrill(found.getAttribute('data-cs')); return;
     }
     if ((found = target.closest('a.lnk[data-k]'))) { event.preventDefault(); goLine(found.getAttribute('data-k')); return; }

@@ -166,6 +166,8 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
         loc=site.location.display(), function=site.function, phase=site.phase,
         root_op=region.root_op if region else graph.nodes.get(f"export:{site.export}", {}).get("root_op", "unknown"),
         region_matched=region is not None,
+        flops=region.flops if region else 0.0, bytes=region.bytes if region else 0.0,
+        cost_exact=region.cost_exact if region else False,
     )
     if f"export:{site.export}" not in graph:
         graph.add_node(f"export:{site.export}", kind="export", label=site.export, executable="", root_op="unknown")

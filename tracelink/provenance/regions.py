@@ -11,9 +11,16 @@ to the structured op's own location, and one per body op, which goes to that bod
 (that is where fused elementwise producers survive), or to the structured op's location when the body
 op has none of its own. ``linalg.fill`` ops that are not the dispatch's root are *init* ops: CSE merges
 identical fills across layers and keeps one op's location, so a fill says nothing about which layer's
-work the dispatch does; they cost nothing and are kept apart from the producers. The iteration space comes from ``indexing_maps`` when the op carries them; for ops
-without maps and two inputs (named contractions/convolutions) it is sqrt(|lhs|·|rhs|·|out|), exact for
-matmuls and an under-estimate for convolutions; otherwise the largest operand's element count.
+work the dispatch does; they cost nothing and are kept apart from the producers. The iteration space
+of a linalg op comes from its indexing maps (named ops included: convolutions count their window
+loops); for other ops with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's
+element count.
+
+The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space ×
+its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
+casts and constants 0; fills and data movement 0); bytes are the compulsory traffic, every tensor the
+region reads (its operands) and writes (its results) once. Dynamic sizes count as 1 and make the
+cost inexact.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iree.compiler import ir
+from iree.compiler.dialects import linalg
 
 from tracelink.provenance.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
@@ -32,6 +40,12 @@ STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
 NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
 INIT_OPS = ("linalg.fill",)
 CODE_OPS = ("util.func", "func.func", "util.initializer")
+ARITHMETIC_PREFIXES = ("arith.", "math.")
+# Body ops that move or reinterpret a value without computing: not FLOPs.
+NOT_ARITHMETIC = (
+    "arith.constant", "arith.index_cast", "arith.index_castui", "arith.bitcast", "arith.extf", "arith.truncf", "arith.extsi",
+    "arith.extui", "arith.trunci", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
+)
 
 
 @dataclass
@@ -46,6 +60,9 @@ class DispatchRegion:
     init: set[OpLocation] = field(default_factory=set)  # locations of init ops (fills), cost 0
     present: set[tuple[str, ...]] = field(default_factory=set)  # frames of every location member of every op in it
     export: str | None = None
+    flops: float = 0.0  # arithmetic ops over every structured op's iteration space
+    bytes: float = 0.0  # compulsory traffic: every operand and result tensor once
+    cost_exact: bool = True  # False when a dynamic size counted as 1
 
 
 def elements(shape: tuple[int, ...] | None) -> int:
@@ -53,17 +70,27 @@ def elements(shape: tuple[int, ...] | None) -> int:
     return math.prod(max(size, 1) for size in shape) if shape else 1
 
 
+def loop_sizes(op: ir.Operation) -> dict[int, int] | None:
+    """Static loop bounds of a linalg op (generic or named) read off its operand shapes through its
+    indexing maps' plain dims; None for ops that are not linalg ops. Dynamic loops are left out."""
+    try:
+        maps = list(linalg.get_indexing_maps(op))
+    except (ValueError, TypeError, RuntimeError):  # not a linalg structured op
+        return None
+    sizes: dict[int, int] = {}
+    for value, map_attr in zip(op.operands, maps):
+        shape = static_shape(value.type)
+        for result_index, expr in enumerate(map_attr.value.results):
+            if shape and isinstance(expr, ir.AffineDimExpr) and shape[result_index] > 0:
+                sizes[expr.position] = shape[result_index]
+    return sizes
+
+
 def iteration_space(op: ir.Operation) -> float:
     """Estimated iteration-space size of a structured op (see the module docstring)."""
     shapes = [static_shape(value.type) for value in op.operands]
-    maps = attr(op, "indexing_maps")
-    if maps is not None and isinstance(maps, ir.ArrayAttr):
-        sizes: dict[int, int] = {}
-        for shape, map_attr in zip(shapes, maps):
-            affine_map = map_attr.value
-            for result_index, expr in enumerate(affine_map.results):
-                if shape and isinstance(expr, ir.AffineDimExpr) and shape[result_index] > 0:
-                    sizes[expr.position] = shape[result_index]
+    sizes = loop_sizes(op)
+    if sizes is not None:
         return float(math.prod(sizes.values())) if sizes else 1.0
     result_shapes = [static_shape(r.type) for r in op.results] or shapes[-1:]
     tensor_inputs = [s for s in shapes[: len(shapes) - len(result_shapes)] if s]
@@ -75,6 +102,27 @@ def iteration_space(op: ir.Operation) -> float:
 def body_ops(op: ir.Operation) -> list[ir.Operation]:
     """The scalar ops in a structured op's body, without its terminator."""
     return [child for child in walk(op) if not child.name.endswith("yield")]
+
+
+def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
+    """How many of a body's scalar ops are floating-point or integer arithmetic (FLOPs per iteration)."""
+    return sum(op.name.startswith(ARITHMETIC_PREFIXES) and op.name not in NOT_ARITHMETIC for op in scalar_ops)
+
+
+def tensor_bytes(value_type: ir.Type) -> tuple[float, bool]:
+    """Size in bytes of a tensor type, and whether it is exact (static); (0, True) for non-tensors."""
+    shape = static_shape(value_type)
+    if shape is None:
+        return 0.0, True
+    element_type = ir.ShapedType(value_type).element_type
+    bits = 64 if isinstance(element_type, ir.IndexType) else getattr(element_type, "width", 32)
+    return elements(shape) * max(bits, 8) / 8, all(size >= 0 for size in shape)
+
+
+def compulsory_bytes(region_op: ir.Operation) -> tuple[float, bool]:
+    """Bytes a dispatch region must read and write at least: each operand and result tensor once."""
+    sizes = [tensor_bytes(value.type) for value in [*region_op.operands, *region_op.results]]
+    return sum(size for size, _ in sizes), all(exact for _, exact in sizes)
 
 
 def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegion:
@@ -90,6 +138,8 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
             continue
         space = iteration_space(op)
         scalar_ops = body_ops(op)
+        region.flops += space * arithmetic_ops(scalar_ops)
+        region.cost_exact &= loop_sizes(op) is not None or op.name.startswith("tensor.")
         costs[op_location] += space
         for scalar in scalar_ops:
             scalar_location = normalise(scalar.location)
@@ -98,6 +148,8 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
         if op_location == own and weight > heaviest:
             heaviest, region.root_op = weight, op.name
     region.costs = dict(costs)
+    region.bytes, exact = compulsory_bytes(region_op)
+    region.cost_exact &= exact
     region.present = {member.frames for op in walk(region_op) for member in normalise(op.location).members}
     return region
 

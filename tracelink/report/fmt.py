@@ -34,6 +34,18 @@ def pct(value: float | None) -> str:
     return f"{value:.1%}" if value >= 0.001 else "<0.1%"
 
 
+def rate(value: float | None, unit: str) -> str:
+    """A throughput with three significant digits (``52.1 GFLOP/s``); a dash when undefined."""
+    if value is None or not math.isfinite(float(value)):
+        return "–"
+    return f"{float(value):.3g} {unit}"
+
+
+def text_or_empty(value) -> str:
+    """A table cell's text: empty for missing values (NaN after a CSV round trip)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def heat(share: float | None) -> int:
     """A heat level 0..6 for a share of time (square-root scale, so small shares still show)."""
     if not share or share <= 0:

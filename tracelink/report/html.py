@@ -19,17 +19,20 @@ from lxml import html as lxml_html
 from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
-from tracelink.report.fmt import clean, el, heat, ns, pct
+from tracelink.report.fmt import clean, el, heat, ns, pct, rate
+from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.sources import SourcePolicy
-from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration
+from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
 
 ASSETS = ("report.css", "report.js")
+# Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
+GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
 
 def viewer_dir() -> Path:
@@ -87,7 +90,8 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     el(title, "strong", None, program.name)
     el(title, "span", class_="muted", text=f" @{summary.get('function', '')}")
     nav = el(top, "nav")
-    anchors = [("summary", "Summary"), ("source", "Source"), ("dispatches", "Dispatches"), ("graph", "Graph"), ("audit", "Audit")]
+    anchors = [("summary", "Summary"), ("source", "Source"), ("flame", "Flame graph"), ("dispatches", "Dispatches"), ("graph", "Graph"),
+               ("audit", "Audit"), ("glossary", "Glossary")]
     if model.zones is not None:
         anchors.insert(3, ("runtime", "Runtime"))
     for anchor, label in anchors:
@@ -95,11 +99,13 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     main = el(body, "main")
     summary_section(main, model)
     source_section(main, model)
+    flame_section(main, model)
     dispatch_section(main, model)
     if model.zones is not None:
         runtime_section(main, model.zones)
     graph_section(main, model, layout)
     audit_section(main, model)
+    glossary_section(main)
     el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
     panel = el(body, "aside", id="panel", class_="panel", hidden="hidden")
     panel_head = el(panel, "div", class_="panel-head")
@@ -334,6 +340,19 @@ def describe_op(op: dict) -> str:
     return what
 
 
+# Flame graph --------------------------------------------------------------------------------------
+
+
+def flame_section(main, model: ReportModel) -> None:
+    node = section(
+        main, "flame", "Flame graph by source",
+        "Self time along the source hierarchy: Python call stacks where locations carry them, name scopes where names have '/', "
+        "else file and line, down to the dispatch. Click a frame to zoom into it, the top frame to zoom out, a dispatch to open its drill-down.",
+    )
+    wrap = el(node, "div", class_="flame-wrap")
+    wrap.append(flame_svg(flame_tree(model, model.profile.graph)))
+
+
 # Dispatches ----------------------------------------------------------------------------------------
 
 DISPATCH_COLUMNS = [  # (label, sort type, title): the most telling first, so a narrow window keeps them
@@ -342,6 +361,11 @@ DISPATCH_COLUMNS = [  # (label, sort type, title): the most telling first, so a 
     ("export", "text", "the dispatch function"),
     ("root op", "text", "the op codegen tiles (its heaviest)"),
     ("share", "num", "share of all dispatch time"),
+    ("bound", "text", "what limits it: compute, memory, parallelism (fewer workgroups than workers) or launch overhead"),
+    ("GFLOP/s", "num", "FLOPs of one execution ÷ its median time"),
+    ("GB/s", "num", "compulsory bytes (operands and results once) ÷ median time"),
+    ("FLOP/B", "num", "arithmetic intensity: FLOPs per byte moved"),
+    ("% peak", "num", "achieved share of the peak that bounds it (compute peak if compute-bound, else bandwidth)"),
     ("total", "num", "total time over all iterations"),
     ("mean", "num", "mean time of one execution"),
     ("p50", "num", "median execution time"),
@@ -357,6 +381,14 @@ DISPATCH_COLUMNS = [  # (label, sort type, title): the most telling first, so a 
 
 def dispatch_section(main, model: ReportModel) -> None:
     node = section(main, "dispatches", "Dispatches", "Every dispatch call site of the function. Click a column to sort, a row for its drill-down.")
+    machine = model.summary.get("machine") or {}
+    if machine:
+        el(node, "p", class_="note", text=(
+            f"Roofline of {machine.get('cpu', 'this machine')}: {machine.get('workers')} workers, peak {rate(machine.get('peak_gflops'), 'GFLOP/s')} "
+            f"(f32 matmul through IREE), {rate(machine.get('peak_gbps'), 'GB/s')} streaming bandwidth. One dot per call site, sized by its time; click one for its drill-down."))
+        figure = el(node, "figure", class_="roof-wrap")
+        figure.append(roofline(model.call_sites, machine))
+    kinds_table(node, model)
     tools = el(node, "div", class_="tools")
     el(tools, "input", type="search", id="dispatch-filter", placeholder="filter: export, op, file…", aria_label="filter dispatches")
     el(tools, "span", class_="muted", id="dispatch-count", text=f"{len(model.call_sites)} call site{'' if len(model.call_sites) == 1 else 's'}")
@@ -378,6 +410,12 @@ def dispatch_section(main, model: ReportModel) -> None:
         el(row, "td", class_="mono", title=site["export"], text=short_export(site["export"]))
         el(row, "td", class_="mono", text=site["root_op"])
         bar(el(row, "td", data_v=number_text(site["share"])), site["share"])
+        el(row, "td", data_v=site["verdict"], title=site["next_step"] or None).append(verdict_badge(site["verdict"]))
+        el(row, "td", class_="num", data_v=number_text(site["gflops_s"]), text=rate(site["gflops_s"], ""))
+        el(row, "td", class_="num", data_v=number_text(site["gbytes_s"]), text=rate(site["gbytes_s"], ""))
+        el(row, "td", class_="num", data_v=number_text(site["intensity"]), text=rate(site["intensity"], ""))
+        share = bound_share(site)
+        el(row, "td", class_="num", data_v=number_text(share), text=pct(share))
         for key in ("total_ns", "mean_ns", "median_ns", "p90_ns"):
             el(row, "td", class_="num", data_v=number_text(site[key]), text=ns(site[key]) if site["count"] else "–")
         el(row, "td", class_="num", data_v=number_text(site["count"]), text=f"{int(site['count'] or 0)}")
@@ -393,6 +431,72 @@ def dispatch_section(main, model: ReportModel) -> None:
             el(row, "td", class_="num", data_v=number_text(value), text=f"{value:.4g}" if value is not None else "–")
     if model.workgroups is not None:
         counters_section(node, model, model.workgroups)
+
+
+def verdict_badge(verdict: str) -> etree._Element:
+    """A coloured badge naming what bounds a dispatch (``compute-bound`` → ``compute``)."""
+    node = etree.Element("span", {"class": f"bound {verdict.split('-')[0] or 'none'}"})
+    node.text = verdict.removesuffix("-bound") if verdict else "–"
+    return node
+
+
+def bound_share(site: dict) -> float | None:
+    """The achieved share of the peak that bounds the dispatch: compute peak when compute-bound, else bandwidth."""
+    return site["flops_peak_share"] if site["verdict"] == "compute-bound" else site["bandwidth_peak_share"]
+
+
+def why_block(drill, site: dict) -> None:
+    """The drill-down's cost model, achieved rates and verdict with its next step."""
+    el(drill, "h4", None, "Why it takes this long")
+    if not site["verdict"]:
+        el(drill, "p", class_="muted", text="No verdict: the call site was not timed, or its dispatch region (and so its cost model) was not found.")
+        return
+    verdict = el(drill, "p", class_="why")
+    verdict.append(verdict_badge(site["verdict"]))
+    verdict[-1].tail = f" next step: {site['next_step']}"
+    stats = el(drill, "div", class_="cards small")
+    for value, label in (
+        (f"{site['flops']:.4g}", "FLOPs per execution"), (f"{site['bytes']:.4g}", "bytes moved (compulsory)"),
+        (rate(site["intensity"], "FLOP/B"), "arithmetic intensity"),
+        (f"{rate(site['gflops_s'], 'GFLOP/s')} ({pct(site['flops_peak_share'])})", "achieved (of compute peak)"),
+        (f"{rate(site['gbytes_s'], 'GB/s')} ({pct(site['bandwidth_peak_share'])})", "achieved (of bandwidth)"),
+    ):
+        card = el(stats, "div", class_="card")
+        el(card, "div", class_="big", text=value)
+        el(card, "div", class_="muted", text=label)
+
+
+def site_kind(graph, site: dict) -> str:
+    """What a call site computes, by its root ops' input op types (``onnx.MatMul``, ``torch.aten.mm``), else its root op."""
+    kinds = [kind for op, role, _ in site["ops"] if role == "root" for kind in str(graph.nodes[op].get("op_kinds") or "").split(", ") if kind]
+    useful = [kind for kind in dict.fromkeys(kinds) if kind not in GENERIC_KINDS]
+    return ", ".join(useful[:3]) if useful else site["root_op"]
+
+
+def dispatch_signature(export: str) -> str:
+    """An export's name without its function and number: ``main_dispatch_3_matmul_64x256x128_f32`` → ``matmul_64x256x128_f32``."""
+    tail = short_export(export).split("_", 2)
+    return tail[2] if len(tail) == 3 and tail[0] == "dispatch" else export
+
+
+def kinds_table(parent, model: ReportModel) -> None:
+    """Call sites folded by op kind and dispatch signature (shape): how many, how much time, what bounds them."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for site in model.call_sites:
+        if site["phase"] == "run":
+            groups.setdefault((site_kind(model.profile.graph, site), dispatch_signature(site["export"])), []).append(site)
+    el(parent, "h3", None, f"By kind ({len(groups)})")
+    body = grid_table(parent, ("kind", "dispatch", "call sites", "executables", "share", "bound"), id="kind-table")
+    for (kind, signature), sites in sorted(groups.items(), key=lambda item: -sum(s["share"] or 0.0 for s in item[1])):
+        row = el(body, "tr", class_="kind")
+        el(row, "td", class_="mono", text=kind)
+        el(row, "td", class_="mono", text=signature)
+        chips(el(row, "td"), [s["index"] for s in sites], 8)
+        el(row, "td", class_="num", text=str(len({s["executable"] for s in sites})))
+        bar(el(row, "td"), sum(s["share"] or 0.0 for s in sites))
+        verdicts = el(row, "td")
+        for verdict in dict.fromkeys(s["verdict"] for s in sorted(sites, key=lambda s: -(s["share"] or 0.0))):
+            verdicts.append(verdict_badge(verdict))
 
 
 def drill_template(parent, model: ReportModel, site: dict) -> None:
@@ -431,6 +535,7 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
         card = el(stats, "div", class_="card")
         el(card, "div", class_="big", text=f"{value:.4g}" if value is not None else "–")
         el(card, "div", class_="muted", text=name)
+    why_block(drill, site)
     el(drill, "h4", None, "Source ops")
     body = grid_table(drill, ("role", "op", "op names", "share of this dispatch", "lines"), class_="grid ops-table")
     for op, role, fraction in site["ops"]:
@@ -530,13 +635,18 @@ def audit_section(main, model: ReportModel) -> None:
     missing = audit.get("ops_without_dispatch", [])
     el(node, "h3", None, f"Compute ops in no dispatch ({len(missing)})")
     if missing:
-        body = grid_table(node, ("op", "location", "op names", "why"))
+        by_reason: dict[str, list[dict]] = {}
         for item in missing:
-            row = el(body, "tr")
-            op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
-            el(row, "td", class_="mono", text=str(item.get("loc", "")))
-            el(row, "td", class_="mono", text=str(item.get("op_names", "")))
-            el(row, "td", None, str(item.get("reason", "")))
+            by_reason.setdefault(str(item.get("reason", "")), []).append(item)
+        for reason, items in sorted(by_reason.items(), key=lambda pair: -len(pair[1])):
+            group = el(node, "details", class_="reason")
+            el(group, "summary", None, f"{reason} ({len(items)})")
+            body = grid_table(group, ("op", "location", "op names"))
+            for item in items:
+                row = el(body, "tr")
+                op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
+                el(row, "td", class_="mono", text=str(item.get("loc", "")))
+                el(row, "td", class_="mono", text=str(item.get("op_names", "")))
     else:
         el(node, "p", class_="muted", text="None.")
     split = audit.get("ops_split", [])
@@ -568,6 +678,31 @@ def audit_section(main, model: ReportModel) -> None:
             el(row, "td", class_="src", text="; ".join(dict.fromkeys(short_loc(sites[i]["loc"], 40) for i in indices if i in sites)))
     else:
         el(node, "p", class_="muted", text="None: each executable serves one call site.")
+
+
+# Glossary ------------------------------------------------------------------------------------------
+
+GLOSSARY = (
+    ("dispatch, call site", "one launch of compiled code on the device; a call site is one place in the program that launches it, numbered in execution order"),
+    ("export", "the dispatch function a call site runs (an entry point of an executable)"),
+    ("executable", "a compiled unit holding exports; IREE compiles identical dispatches once, so one executable can serve several call sites"),
+    ("root op", "the op a dispatch is formed around and named after (its heaviest); codegen tiles it and fuses the rest into its tiles"),
+    ("producer", "an op fused into another op's dispatch (typically elementwise), so its work happens inside that dispatch"),
+    ("init", "a fill that initialises an accumulator; it costs nothing and its location may come from another layer"),
+    ("workgroup, tile", "a block of a dispatch's iteration space run by one worker thread; fewer workgroups than workers leaves cores idle"),
+    ("self time", "time of the ops at a line itself (each fused op's time split between its locations)"),
+    ("inclusive time", "time of every op whose call stack passes through a line, like a caller's time in a CPU profiler"),
+    ("FLOPs, bytes", "arithmetic ops of one execution (from each op's iteration space and body) and the bytes it must read and write at least"),
+    ("bound", "what limits a dispatch: compute (at the FLOP peak), memory (below the ridge intensity), parallelism (fewer workgroups than workers) or overhead (under 5 µs)"),
+)
+
+
+def glossary_section(main) -> None:
+    node = section(main, "glossary", "Glossary")
+    terms = el(node, "dl", class_="glossary")
+    for term, meaning in GLOSSARY:
+        el(terms, "dt", None, term)
+        el(terms, "dd", None, meaning)
 
 
 # Viewer data ---------------------------------------------------------------------------------------

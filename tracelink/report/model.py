@@ -26,6 +26,8 @@ from tracelink.options import LIBRARY_GLOBS
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
 from tracelink.provenance.ir_utils import new_context
+from tracelink.utilization import UTILIZATION_COLUMNS
+from tracelink.report.fmt import text_or_empty
 from tracelink.report.gains import Gains, gain_data
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
@@ -304,6 +306,8 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
             "workgroup_size": str(export.get("workgroup_size") or ""), "source_file": str(export.get("source_file") or ""),
             "ops": op_roles, "lines": line_keys,
             **{key: number(row.get(key)) for key in ("count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "tile_count_mean", "tile_duration_sum_mean_ns")},
+            **{key: number(row.get(key)) for key in UTILIZATION_COLUMNS if key not in ("verdict", "next_step")},
+            "verdict": text_or_empty(row.get("verdict")), "next_step": text_or_empty(row.get("next_step")),
             "extra": {key: number(row.get(key)) for key in counter_columns(table)},
         })
     return sorted(out, key=lambda site: site["index"])
@@ -325,7 +329,7 @@ def number(value) -> float | None:
 KNOWN_CALL_SITE_COLUMNS = {
     "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops",
     "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share",
-    "tile_count_mean", "tile_duration_sum_mean_ns",
+    "tile_count_mean", "tile_duration_sum_mean_ns", *UTILIZATION_COLUMNS,
 }
 
 

@@ -1,5 +1,6 @@
 """The summary `tracelink profile` prints: hottest lines of the user's code, hottest dispatches, coverage.
 
+Each dispatch shows what bounds it and the first words of its next step (see :mod:`tracelink.utilization`).
 Lines are ranked by self time in the user view (library frames folded into the user's line calling
 them), dispatches by their median × count (a robust total: one slow outlier cannot put a dispatch on
 top). Paths are shown relative to the files' common folder and cut from the left, so the line number
@@ -17,9 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracelink.profile_dir import Profile
-from tracelink.report.fmt import ns, pct
+from tracelink.report.fmt import ns, pct, rate, text_or_empty
+from tracelink.report.model import short_export
 
 PATH_WIDTH = 30
+NEXT_STEPS_SHOWN = 3  # the hottest dispatches get their next step printed under the table
 
 
 def short_paths(paths: list[str], width: int = PATH_WIDTH) -> dict[str, str]:
@@ -79,16 +82,23 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
             )
         console.print(table)
     dispatches = Table(title="Hottest dispatches (by median × count)", title_justify="left")
-    for column in ("#", "export", "root op", "median", "p90", "share", "noisy"):
-        dispatches.add_column(column, justify="left" if column in ("export", "root op") else "right")
+    # the export name carries the root op's kind and shape; numbers keep their width, the name is cut
+    for column, width in (("#", 3), ("export", 0), ("median", 8), ("p90", 8), ("share", 6), ("noisy", 5), ("bound", 11), ("GFLOP/s", 7)):
+        dispatches.add_column(column, justify="left" if column in ("export", "bound") else "right", no_wrap=True,
+                              overflow="ellipsis", min_width=width or None, max_width=None if width else 28)
     sites = result.call_sites
     ranked = sites.assign(robust=sites["median_ns"] * sites["count"]).sort_values("robust", ascending=False, kind="stable")
     for row in ranked.head(top).itertuples():
         dispatches.add_row(
-            str(row.call_site), escape(row.export), escape(row.root_op), ns(row.median_ns), ns(row.p90_ns), pct(row.share),
-            "yes" if bool(row.noisy) else "",
+            str(row.call_site), escape(short_export(row.export)), ns(row.median_ns), ns(row.p90_ns), pct(row.share),
+            "yes" if bool(row.noisy) else "", escape(text_or_empty(getattr(row, "verdict", None)).removesuffix("-bound")),
+            rate(getattr(row, "gflops_s", None), ""),
         )
     console.print(dispatches)
+    steps = [(row.call_site, text_or_empty(getattr(row, "next_step", None))) for row in ranked.head(NEXT_STEPS_SHOWN).itertuples()]
+    for call_site, step in steps:
+        if step:
+            console.print(f"  #{call_site}: {escape(step)}")
     audit = cover["audit_counts"]
     reasons = cover.get("audit_reasons", {})
     console.print(

@@ -265,3 +265,55 @@ def zone_timeline(zones: list[dict], span: float, width: float = 1000, lane_h: f
     el(root, "text", {"x": width, "y": height - 6, "text-anchor": "end", "class": "tick"}, ns(span))
     el(root, "text", {"x": label_w + plot_w / 2, "y": height - 6, "text-anchor": "middle", "class": "tick"}, "orange: dispatch · grey: runtime · blue: wait")
     return root
+
+
+def roofline(sites: list[dict], machine: dict, width: float = 640, height: float = 340) -> etree._Element:
+    """Achieved GFLOP/s against arithmetic intensity (log-log) under the machine's roofs.
+
+    One dot per timed call site with a cost model (``circle.rf``, ``data-cs`` its index), its area
+    proportional to its share of dispatch time, coloured by its verdict; clicking it opens its drill-down.
+    """
+    root = svg_root(width, height, "roofline: achieved GFLOP/s against arithmetic intensity", "chart roofline")
+    root.set("id", "roofline")
+    left, right, top, bottom = 58, 14, 14, 36
+    plot_w, plot_h = width - left - right, height - top - bottom
+    points = [s for s in sites if s.get("intensity") and s.get("gflops_s") and s["intensity"] > 0 and s["gflops_s"] > 0]
+    peak, bandwidth = float(machine.get("peak_gflops") or 0), float(machine.get("peak_gbps") or 0)
+    if not points or peak <= 0 or bandwidth <= 0:
+        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, "no call site with a cost model and a time")
+        return root
+    ridge = peak / bandwidth
+    x_low = np.log10(min(min(s["intensity"] for s in points), ridge) / 2)
+    x_high = np.log10(max(max(s["intensity"] for s in points), ridge) * 2)
+    y_low = np.log10(min(min(s["gflops_s"] for s in points), bandwidth * 10 ** x_low) / 2)
+    y_high = np.log10(peak * 2)
+
+    def x_of(value: float) -> float:
+        return left + plot_w * (np.log10(value) - x_low) / (x_high - x_low)
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (1 - (np.log10(value) - y_low) / (y_high - y_low))
+
+    el(root, "line", {"x1": left, "y1": top + plot_h, "x2": left + plot_w, "y2": top + plot_h, "class": "axis"})
+    el(root, "line", {"x1": left, "y1": top, "x2": left, "y2": top + plot_h, "class": "axis"})
+    for exponent in range(int(np.ceil(x_low)), int(np.floor(x_high)) + 1):
+        el(root, "text", {"x": f"{x_of(10.0 ** exponent):.1f}", "y": height - 20, "text-anchor": "middle", "class": "tick"}, f"{10.0 ** exponent:g}")
+    for exponent in range(int(np.ceil(y_low)), int(np.floor(y_high)) + 1):
+        el(root, "text", {"x": left - 4, "y": f"{y_of(10.0 ** exponent) + 3:.1f}", "text-anchor": "end", "class": "tick"}, f"{10.0 ** exponent:g}")
+    el(root, "text", {"x": left + plot_w / 2, "y": height - 4, "text-anchor": "middle", "class": "tick"}, "arithmetic intensity (FLOP/byte)")
+    el(root, "text", {"x": 12, "y": top + plot_h / 2, "text-anchor": "middle", "class": "tick", "transform": f"rotate(-90 12 {top + plot_h / 2:.1f})"}, "GFLOP/s")
+    start = 10 ** x_low
+    roof = f"M{x_of(start):.1f},{y_of(bandwidth * start):.1f} L{x_of(ridge):.1f},{y_of(peak):.1f} L{left + plot_w:.1f},{y_of(peak):.1f}"
+    el(root, "path", {"d": roof, "class": "roof"})
+    el(root, "text", {"x": left + plot_w - 4, "y": f"{y_of(peak) - 4:.1f}", "text-anchor": "end", "class": "tick strong"}, f"peak {peak:.3g} GFLOP/s")
+    el(root, "text", {"x": f"{x_of(ridge) - 6:.1f}", "y": f"{y_of(peak) + 14:.1f}", "text-anchor": "end", "class": "tick strong"}, f"{bandwidth:.3g} GB/s")
+    largest = max(s["share"] or 0.0 for s in points) or 1.0
+    for site in sorted(points, key=lambda s: -(s["share"] or 0.0)):  # big dots first, small ones stay clickable on top
+        radius = 3 + 11 * np.sqrt((site["share"] or 0.0) / largest)
+        dot = el(root, "circle", {
+            "cx": f"{x_of(site['intensity']):.1f}", "cy": f"{y_of(site['gflops_s']):.1f}", "r": f"{radius:.1f}",
+            "class": f"rf {site['verdict'].split('-')[0] or 'none'}", "data-cs": site["index"], "tabindex": "0",
+        })
+        el(dot, "title", None, f"#{site['index']} {site['export']}: {site['gflops_s']:.3g} GFLOP/s at {site['intensity']:.3g} FLOP/B, "
+                               f"{pct(site['share'])} of dispatch time · {site['verdict'] or 'no verdict'}")
+    return root

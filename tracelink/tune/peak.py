@@ -46,15 +46,18 @@ def cache_path() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelink" / "peak.json"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def machine_key(device: str, clock: str) -> str:
     """What the peak depends on: the CPU, the compiler, the device and the clock."""
-    model = platform.processor() or platform.machine()
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}|{compiler_version()}|{device}|{clock}"
+    return f"{cpu_model()}|{compiler_version()}|{device}|{clock}"
 
 
 def peak_gflops(options) -> float:
