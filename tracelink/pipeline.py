@@ -50,13 +50,19 @@ def profile(
     """
     pending = pending or start_compile(program, out, options)
     try:
-        return run_profile(Path(program).resolve(), Path(out), options, console or Console(stderr=True), pending.compile)
+        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, Path(program).resolve())
     finally:
         pending.stop()
 
 
-def run_profile(program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile) -> Profile:
-    """The stages of :func:`profile`, once the directory is claimed and the compiler started."""
+def run_profile(
+    program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
+) -> Profile:
+    """The stages of :func:`profile`, once the directory is claimed and the compiler started.
+
+    ``program`` is the MLIR compiled; ``model`` the file the user gave when it differs (an ``.onnx``
+    model imported into ``program``).
+    """
     artifacts = out / "artifacts"
     timings: dict[str, float] = {}
 
@@ -106,6 +112,7 @@ def run_profile(program: Path, out: Path, options: ProfileOptions, console: Cons
     started = time.perf_counter()
     run_info = {
         "program": str(program),
+        "model": str(model or program),
         "function": entry,
         "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
