@@ -56,7 +56,7 @@ def upgraded(model, path: Path):  # -> onnx.ModelProto
         if opset < MIN_OPSET:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
         return onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
+    except (onnx.version_converter.ConvertError, onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
         raise TracelinkError(f"{path}: cannot upgrade to opset {MIN_OPSET} or infer shapes ({first_line(error)})") from None
 
 
@@ -81,7 +81,6 @@ def import_onnx(path: Path, output: Path) -> Path:
 
     path = Path(path).resolve()
     model = load_model(path)
-    drop_initializer_inputs(model)
     # The importer names each op's location after its node: a unique token per node of the file (the
     # opset upgrade keeps node names), replaced below by the full location, as the bindings cannot set
     # an op's location after creation. Nodes the upgrade adds keep their own (bare) names.
@@ -92,6 +91,7 @@ def import_onnx(path: Path, output: Path) -> Path:
     for index, node in enumerate(model.graph.node):
         node.name = NODE_TOKEN.format(index)
     model = upgraded(model, path)
+    drop_initializer_inputs(model)  # after the upgrade: IR version 3 requires initializers to be inputs
     try:
         with ir.Context() as context:
             info = onnx_importer.ModelInfo(model)

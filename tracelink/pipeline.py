@@ -27,6 +27,7 @@ from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
+from tracelink.report.pprof import write_pprof
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -160,8 +161,9 @@ def assemble_profile(
 
 
 def publish_profile(result: Profile, console: Console) -> None:
-    """Write the profile directory, then the trace and the report built from it."""
+    """Write the profile directory, then the trace, the pprof profile and the report built from it."""
     write_profile(result)
     with console.status("writing the report"):
         write_trace(result, result.directory / "trace.json")
+        write_pprof(result)
         build_report(result)
