@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import WORKLOADS, run_profile
 from tests.test_bad_input import error_line, run_cli
+from tests.test_pprof import read_pprof
 from tracelink.profile_dir import Profile
 
 NODE_NAME = re.compile(r"^onnx\.(\w+):.+$")
@@ -35,6 +36,8 @@ def test_onnx_model_profiles_with_node_names(onnx_profile):
         assert match, row.label
         assert f"onnx.{match.group(1)}" in row.op_kinds.split(", "), row.label
         assert row.file.endswith(".onnx") and row.line >= 1  # the node's position in the graph
+    pprof = read_pprof(onnx_profile.directory / "profile.pb.gz")
+    assert sum(sample.value[0] for sample in pprof.sample) == int(onnx_profile.events["duration_ns"].sum())
 
 
 def test_onnx_graph_positions_follow_node_order(onnx_profile):

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
+
+if TYPE_CHECKING:  # onnx loads only when a model is imported: `tracelink profile` starts the compiler first
+    import onnx
 
 # torch-mlir's ONNX conversions start at recent opsets (e.g. no opset-9 Upsample or BatchNormalization
 # pattern); older models are upgraded to this one, which every conversion the importer uses covers.
@@ -34,7 +38,7 @@ def mlir_string(text: str) -> str:
     return f'"{escaped}"'
 
 
-def load_model(path: Path):  # -> onnx.ModelProto (onnx loads only for ONNX input)
+def load_model(path: Path) -> onnx.ModelProto:
     """The model as written, checked; a broken file is one error naming it."""
     import onnx
     from google.protobuf.message import DecodeError
@@ -47,7 +51,7 @@ def load_model(path: Path):  # -> onnx.ModelProto (onnx loads only for ONNX inpu
     return model
 
 
-def upgraded(model, path: Path):  # -> onnx.ModelProto
+def upgraded(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     """The model upgraded to :data:`MIN_OPSET` when older, with inferred shapes (the importer needs them)."""
     import onnx
 
@@ -66,7 +70,7 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def drop_initializer_inputs(model) -> None:
+def drop_initializer_inputs(model: onnx.ModelProto) -> None:
     """Remove graph inputs that are initializers (old exporters list every weight as an input)."""
     weights = {tensor.name for tensor in model.graph.initializer}
     real = [value for value in model.graph.input if value.name not in weights]

@@ -14,8 +14,6 @@ import shlex
 import shutil
 from pathlib import Path
 
-import pandas as pd
-
 from tracelink import TracelinkError
 from tracelink.aggregate import attribution
 from tracelink.atomic import write_text_atomic
@@ -68,6 +66,7 @@ def commands(function: str, target_cpu: str, batch_size: int) -> list[list[str]]
 
 
 def run_script(steps: list[list[str]], site: int, directory: Path) -> str:
+    """``run.sh``: the commands, run from the script's folder."""
     return "\n".join([
         "#!/bin/sh",
         f"# Reproduces dispatch call site #{site} of the profile in {directory}: build, then time it.",
@@ -127,20 +126,17 @@ def readme(profile: Profile, site: int, function: str, steps: list[list[str]]) -
     ])
 
 
-def write_repro(profile: Profile, target: str, output: Path) -> Path:
-    """Write the repro folder of the call site ``target`` names into ``output`` and return it."""
-    site = find_call_site(profile, target)
-    export = profile.call_sites.set_index(profile.call_sites["call_site"].astype(int)).loc[site, "export"]
-    exports = profile.exports.set_index("export")
-    dump = str(exports.loc[export, "benchmark_file"]) if export in exports.index else ""
-    if not dump or pd.isna(exports.loc[export, "benchmark_file"]):
-        raise TracelinkError(f"{profile.directory}: no benchmark dump of {export} (exports.csv benchmark_file)")
+def write_repro(profile: Profile, site: int, output: Path) -> Path:
+    """Write the repro folder of call site ``site`` into ``output`` and return it."""
+    row = profile.call_sites.set_index(profile.call_sites["call_site"].astype(int)).loc[site]
+    dump = profile.exports.set_index("export")["benchmark_file"].get(row["export"])
+    if not isinstance(dump, str) or not dump:
+        raise TracelinkError(f"{profile.directory}: no benchmark dump of {row['export']} (exports.csv benchmark_file)")
     source = profile.artifacts / dump
     if not source.is_file():
         raise TracelinkError(f"{source}: benchmark dump missing from the profile directory")
     function = benchmark_function(source)
-    median = float(profile.call_sites.set_index(profile.call_sites["call_site"].astype(int)).loc[site, "median_ns"])
-    steps = commands(function, profile.summary["target"]["cpu"], int(min(1000, max(1, BATCH_NS // max(median, 1.0)))))
+    steps = commands(function, profile.summary["target"]["cpu"], int(min(1000, max(1, BATCH_NS // max(float(row["median_ns"]), 1.0)))))
     output.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, output / "dispatch.mlir")
     script = write_text_atomic(output / "run.sh", run_script(steps, site, profile.directory.resolve()))
@@ -151,8 +147,8 @@ def write_repro(profile: Profile, target: str, output: Path) -> Path:
 
 def run_repro_command(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    output = args.output or args.profile / "repro" / f"call_site_{find_call_site(profile, args.target)}"
-    print(write_repro(profile, args.target, output))
+    site = find_call_site(profile, args.target)
+    print(write_repro(profile, site, args.output or args.profile / "repro" / f"call_site_{site}"))
     return 0
 
 

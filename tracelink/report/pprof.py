@@ -19,8 +19,10 @@ import time
 from functools import cache
 from pathlib import Path
 
+import networkx as nx
 import pandas as pd
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import Message
 
 from tracelink.aggregate import attribution
 from tracelink.atomic import write_atomic
@@ -79,6 +81,7 @@ class PprofBuilder:
         self.string("")  # pprof requires string_table[0] == ""
 
     def string(self, text: str) -> int:
+        """The index of ``text`` in the string table, adding it when new."""
         if text not in self.strings:
             self.strings[text] = len(self.strings)
             self.message.string_table.append(text)
@@ -106,7 +109,7 @@ def frame_location(builder: PprofBuilder, frame: str) -> int:
     return builder.location(label, filename, line_number)
 
 
-def op_stacks(builder: PprofBuilder, graph, op: str) -> list[tuple[float, list[int]]]:
+def op_stacks(builder: PprofBuilder, graph: nx.DiGraph, op: str) -> list[tuple[float, list[int]]]:
     """Each member of a source op as (its share, its location ids root first: frames outermost first, then the op)."""
     data = graph.nodes[op]
     own = builder.location(data["label"], str(data.get("file") or ""), int(data.get("line") or 0), data.get("op_kinds") or data.get("op_names") or "")
@@ -114,7 +117,7 @@ def op_stacks(builder: PprofBuilder, graph, op: str) -> list[tuple[float, list[i
     return [(1.0 / len(members), [*(frame_location(builder, f) for f in reversed(m["frames"])), own]) for m in members]
 
 
-def build_pprof(profile: Profile):  # -> perftools.profiles.Profile message
+def build_pprof(profile: Profile) -> Message:
     """The pprof message of a profile (module docstring); its sample values add up to the dispatch total."""
     builder = PprofBuilder()
     message = builder.message
@@ -144,7 +147,7 @@ def build_pprof(profile: Profile):  # -> perftools.profiles.Profile message
     return message
 
 
-def add_samples(message, stacks: list[tuple[float, list[int]]]) -> None:
+def add_samples(message: Message, stacks: list[tuple[float, list[int]]]) -> None:
     """Add one sample per stack (leaf first, as pprof lists them), rounding so the integers keep the exact total."""
     frame = pd.DataFrame({"value": [value for value, _ in stacks], "ids": [tuple(ids) for _, ids in stacks]})
     merged = frame.groupby("ids", sort=False)["value"].sum()
