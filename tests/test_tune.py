@@ -19,6 +19,7 @@ import pytest
 from iree.compiler import ir
 
 from tests.conftest import run_profile
+from tests.test_json_output import validated
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions
 from tracelink.tools import tool_path
@@ -484,9 +485,11 @@ def test_tune_states_the_tunable_share_and_skips_in_one_line(chain, tmp_path):
     run_profile(chain / "chain.mlir", profile, repetitions=3)
     config = tmp_path / "small.toml"
     config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 2\n")
-    done = run_cli("tune", str(profile), "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config))
+    done = run_cli("tune", str(profile), "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config), "--json")
     assert "Traceback" not in done.stderr, done.stderr
     skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped ")]
     assert any("no tunable root op" in line for line in skipped), done.stderr
     share = next(line for line in done.stderr.splitlines() if line.startswith("tunable: "))
     assert 0 < float(share.split()[1].rstrip("%")) < 100
+    document = validated(done.stdout)  # --json: the one document on stdout
+    assert document["command"] == "tune" and [d["trials"] for d in document["dispatches"]] == [2]

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("tracelink.collect.hook_command", "run a command under the perf hook and print its statistics"),
     "tune": ("tracelink.tune.command", "search tile configs of the hottest dispatches; write a tuning spec"),
     "diff": ("tracelink.tune.command", "compare two profiles source op by source op"),
+    "repro": ("tracelink.repro", "write a standalone reproducer of one dispatch call site"),
 }
 
 

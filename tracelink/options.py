@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.onnx_import import import_onnx, is_onnx
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.program_text import check_program_text
 
@@ -67,14 +68,23 @@ def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
 
 
 def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedProfile:
-    """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background)."""
+    """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background).
+
+    An ``.onnx`` model is imported first into ``out/artifacts/imported.mlir``, which is compiled and
+    profiled in its place.
+    """
     program = Path(program).resolve()
     if not program.is_file():
         raise TracelinkError(f"{program}: input program not found")
-    check_program_text(program)
+    if not is_onnx(program):
+        check_program_text(program)
     claim = claim_output(Path(out), options.force, files_read(program, options))
     try:
-        return StartedProfile(claim, PendingCompile(program, Path(out) / "artifacts", with_collector_requirements(options).compile))
+        artifacts = Path(out) / "artifacts"
+        if is_onnx(program):
+            program = import_onnx(program, artifacts / "imported.mlir").resolve()
+            check_program_text(program)
+        return StartedProfile(claim, PendingCompile(program, artifacts, with_collector_requirements(options).compile))
     except BaseException:
         claim.release()
         raise

@@ -29,6 +29,7 @@ from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
+from tracelink.report.pprof import write_pprof
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -52,13 +53,19 @@ def profile(
     """
     pending = pending or start_compile(program, out, options)
     try:
-        return run_profile(Path(program).resolve(), Path(out), options, console or Console(stderr=True), pending.compile)
+        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, Path(program).resolve())
     finally:
         pending.stop()
 
 
-def run_profile(program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile) -> Profile:
-    """The stages of :func:`profile`, once the directory is claimed and the compiler started."""
+def run_profile(
+    program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
+) -> Profile:
+    """The stages of :func:`profile`, once the directory is claimed and the compiler started.
+
+    ``program`` is the MLIR compiled; ``model`` the file the user gave when it differs (an ``.onnx``
+    model imported into ``program``).
+    """
     artifacts = out / "artifacts"
     timings: dict[str, float] = {}
 
@@ -108,6 +115,7 @@ def run_profile(program: Path, out: Path, options: ProfileOptions, console: Cons
     started = time.perf_counter()
     run_info = {
         "program": str(program),
+        "model": str(model or program),
         "function": entry,
         "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
@@ -160,8 +168,9 @@ def assemble_profile(
 
 
 def publish_profile(result: Profile, console: Console) -> None:
-    """Write the profile directory, then the trace and the report built from it."""
+    """Write the profile directory, then the trace, the pprof profile and the report built from it."""
     write_profile(result)
     with console.status("writing the report"):
         write_trace(result, result.directory / "trace.json")
+        write_pprof(result)
         build_report(result)

@@ -50,13 +50,17 @@ def run_profile_command(args: argparse.Namespace) -> int:
         result = pipeline.profile(args.program, args.output, options, Console(stderr=True), pending=pending)
     finally:
         pending.stop()
-    importlib.import_module("tracelink.report.summary").print_summary(result, Console())
+    # With --json the tables go to stderr and stdout holds only the document.
+    importlib.import_module("tracelink.report.summary").print_summary(result, Console(stderr=args.json))
+    if args.json:
+        output = importlib.import_module("tracelink.report.json_output")
+        print(output.dump(output.profile_document(result)))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("profile", help="compile, run and profile a program; map time to source lines")
-    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch)")
+    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch) or an ONNX model (.onnx)")
     parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
     parser.add_argument("--function", help="function to run (default: the only or first public one)")
     parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
@@ -75,5 +79,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
     parser.add_argument("--timeout", type=positive_float, default=600.0, help="seconds each tool may take (default 600)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty directory that is not a tracelink profile")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout (the tables go to stderr)")
     add_source_arguments(parser)
     parser.set_defaults(handler=run_profile_command)

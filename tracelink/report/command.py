@@ -1,4 +1,4 @@
-"""`tracelink report`: rebuild report.html and trace.json from a profile directory."""
+"""`tracelink report`: rebuild report.html, trace.json and profile.pb.gz from a profile directory."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tracelink.arguments import add_source_arguments
 from tracelink.outdir import locked
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import build_report
+from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.trace import write_trace
 
@@ -25,11 +26,12 @@ def run_report_command(args: argparse.Namespace) -> int:
     with locked(directory):
         profile = load_profile(directory)
         trace = write_trace(profile, directory / "trace.json")
+        pprof = write_pprof(profile)
         sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
         report = build_report(profile, args.output, sources)
     size = report.stat().st_size
     Console(stderr=True, highlight=False, markup=False).print(
-        f"wrote {report} ({size / 1e6:.2f} MB) and {trace} in {time.perf_counter() - started:.1f} s"
+        f"wrote {report} ({size / 1e6:.2f} MB), {trace} and {pprof} in {time.perf_counter() - started:.1f} s"
     )
     print(report)
     return 0

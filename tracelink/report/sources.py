@@ -49,6 +49,9 @@ class SourcePolicy:
             return "not a regular file"
         if resolved.stat().st_size > limit:
             return f"larger than {limit} bytes"
+        with resolved.open("rb") as file:  # an .onnx model: its node positions are lines, but it is no text
+            if b"\0" in file.read(8192):
+                return "a binary file"
         return None
 
     def read_lines(self, path: Path, limit: int) -> list[str] | None:

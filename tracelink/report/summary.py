@@ -57,7 +57,7 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     iterations = max(int(summary["iterations"]), 1)
     initializer = cover.get("call_sites_initializer", 0)
     console.print(
-        f"[bold]{escape(Path(summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
+        f"[bold]{escape(Path(summary.get('model') or summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
         f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration; "
         f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"

@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
     tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
                       "0: skip it)")
+    tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
     tune.set_defaults(handler=run_tune)
 
     diff = subparsers.add_parser(
@@ -49,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "profiles, without an interval)")
     diff.add_argument("--iterations", type=int, help="calls of the function per run (default: the base profile's)")
     diff.add_argument("-o", "--output", type=Path, help="CSV to write (default <tuned>/diff.csv)")
+    diff.add_argument("--json", action="store_true", help="print one JSON document on stdout (the table goes to stderr)")
     diff.set_defaults(handler=run_diff)
 
 
@@ -90,7 +92,7 @@ def run_tune(args: argparse.Namespace) -> int:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)", markup=False)
         raise
-    out = Console(highlight=False)
+    out = Console(highlight=False, stderr=args.json)
     for o in outcomes:
         line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
@@ -115,6 +117,10 @@ def run_tune(args: argparse.Namespace) -> int:
     else:
         out.print(f"tuning spec: {spec}  (trials: {trials})", markup=False)
         out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}", markup=False)
+    if args.json:
+        from tracelink.report.json_output import dump, tune_document
+
+        print(dump(tune_document(outcomes, spec, check, trials)))
     return 0
 
 
@@ -149,12 +155,16 @@ def run_diff(args: argparse.Namespace) -> int:
         if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
             table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
                           "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x", _interval(row), row["verdict"])
-    out = Console(highlight=False)
+    out = Console(highlight=False, stderr=args.json)
     out.print(table)
     out.print(f"end to end: {total['verdict']}, {total['speedup']:.2f}x (95% CI {_interval(total) or 'none'}, "
               f"{total['base_iterations']} vs {total['tuned_iterations']} iterations); per source op: {path}")
     if total["load_warning"]:
         out.print(f"warning: {total['load_warning']}")
+    if args.json:
+        from tracelink.report.json_output import diff_document, dump
+
+        print(dump(diff_document(frame, args.base, args.tuned, path)))
     return 0
 
 

@@ -1,0 +1,104 @@
+"""``--json``: the one JSON document `profile`, `diff` and `tune` print on stdout.
+
+Every document has ``schema`` (``tracelink/1``) and ``command``; the rest depends on the command. The
+JSON Schema is ``tracelink/output.schema.json`` (README: "Machine-readable output"). Numbers that are
+not defined (a speedup without measurement) are ``null``, never NaN, so any JSON parser reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tracelink.profile_dir import Profile
+
+SCHEMA_VERSION = "tracelink/1"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "output.schema.json"
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NaN and NA as None and numpy scalars as Python numbers, recursively."""
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if value is None or value is pd.NA:
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dump(document: dict) -> str:
+    """The document as JSON text, with ``schema`` first."""
+    return json.dumps(plain({"schema": SCHEMA_VERSION, **document}), indent=2, allow_nan=False)
+
+
+def profile_document(profile: Profile, top: int = 10) -> dict:
+    """`tracelink profile --json`: the summary, the hottest lines (user self time) and dispatches (median × count)."""
+    summary = profile.summary
+    cover = summary["coverage"]
+    lines = profile.source_lines
+    hot_lines = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
+    sites = profile.call_sites
+    ranked = sites.assign(robust=sites["median_ns"] * sites["count"]).sort_values("robust", ascending=False, kind="stable").head(top)
+    return {
+        "command": "profile",
+        "directory": str(profile.directory),
+        "summary": {
+            "program": summary["program"],
+            "model": summary.get("model", summary["program"]),
+            "function": summary["function"],
+            "iterations": summary["iterations"],
+            "total_dispatch_ns": summary.get("total_dispatch_ns"),
+            "dispatch_ns_per_iteration": summary.get("dispatch_ns_per_iteration"),
+            "dispatch_time_attributed_share": cover["dispatch_time_attributed_share"],
+            "call_sites": cover["call_sites"],
+            "call_sites_mapped": cover["call_sites_mapped"],
+        },
+        "hottest_lines": [
+            {
+                "file": row.file, "line": int(row.line), "self_ns": row.user_self_ns, "self_share": row.user_self_share,
+                "inclusive_share": row.inclusive_share, "library": bool(row.library),
+                "ops": [op for op in str(row.ops).split(";") if op],
+                "call_sites": [int(site) for site in str(row.call_site_ids).split(";") if site],
+            }
+            for row in hot_lines.itertuples()
+        ],
+        "hottest_dispatches": [
+            {
+                "call_site": int(row.call_site), "export": row.export, "root_op": row.root_op, "count": int(row.count),
+                "median_ns": row.median_ns, "p90_ns": row.p90_ns, "share": row.share, "noisy": bool(row.noisy),
+            }
+            for row in ranked.itertuples()
+        ],
+    }
+
+
+def diff_document(frame: pd.DataFrame, base: Path, tuned: Path, output: Path) -> dict:
+    """`tracelink diff --json`: the end-to-end comparison and every source op's row, each with its verdict."""
+    return {
+        "command": "diff",
+        "base": str(base),
+        "tuned": str(tuned),
+        "output": str(output),
+        "end_to_end": frame.attrs["end_to_end"],
+        "source_ops": frame.to_dict("records"),
+    }
+
+
+def tune_document(outcomes: list, spec: Path | None, check: dict | None, trials: Path) -> dict:
+    """`tracelink tune --json`: per tuned dispatch its outcome, the whole-program check and the spec written (or null)."""
+    return {
+        "command": "tune",
+        "dispatches": [outcome.row() for outcome in outcomes],
+        "whole_program": check,
+        "spec": str(spec) if spec is not None else None,
+        "trials": str(trials),
+    }
