@@ -51,7 +51,8 @@ def run_profile_command(args: argparse.Namespace) -> int:
     finally:
         pending.stop()
     # With --json the tables go to stderr and stdout holds only the document.
-    importlib.import_module("tracelink.report.summary").print_summary(result, Console(stderr=args.json))
+    summary = importlib.import_module("tracelink.report.summary")
+    summary.print_summary(result, summary.summary_console(stderr=args.json))
     if args.json:
         output = importlib.import_module("tracelink.report.json_output")
         print(output.dump(output.profile_document(result)))

@@ -9,6 +9,9 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
 3. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s);
 4. *compute-bound*: otherwise.
 
+A compute- or memory-bound dispatch below 10 % of its roof is far from the machine's limit; its next
+step says so (the code, not the hardware, is what to improve).
+
 Each verdict comes with the one next step that fits it (:data:`NEXT_STEPS`). Source ops and source
 lines get FLOPs, bytes and time credited the way time is (each call site's attribution fractions; a
 line through its ops' user-self fractions), their rates from those sums, and the verdict of the call
@@ -31,11 +34,18 @@ NEXT_STEPS = {
     "compute-bound contraction": "enable ukernels/data tiling (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all)",
     "compute-bound": "tune tile sizes: the arithmetic itself is the limit",
 }
+# Below this share of the roof that bounds it, a dispatch is far from its limit: the code, not the
+# machine, is what to improve, and the next step says how far.
+FAR_BELOW_PEAK = 0.10
 UTILIZATION_COLUMNS = ["flops", "bytes", "intensity", "gflops_s", "gbytes_s", "flops_peak_share", "bandwidth_peak_share", "verdict", "next_step"]
 
 
-def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, root_op: str, machine: Machine) -> tuple[str, str]:
-    """(verdict, next step) of one dispatch; empty when it was not timed or has no cost model."""
+def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, kind: str, machine: Machine) -> tuple[str, str]:
+    """(verdict, next step) of one dispatch; empty when it was not timed or has no cost model.
+
+    ``kind`` is the root op and export name (a convolution is a ``linalg.generic`` by the time it is
+    dispatched; its export still says ``conv``).
+    """
     if not median_ns > 0 or not (flops > 0 or moved > 0):
         return "", ""
     if median_ns < OVERHEAD_NS:
@@ -46,8 +56,14 @@ def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, 
         name = "memory-bound"
     else:
         name = "compute-bound"
-    contraction = name == "compute-bound" and any(word in root_op for word in CONTRACTION_WORDS)
-    return name, NEXT_STEPS[f"{name} contraction" if contraction else name]
+    contraction = name == "compute-bound" and any(word in kind for word in CONTRACTION_WORDS)
+    step = NEXT_STEPS[f"{name} contraction" if contraction else name]
+    if name in ("compute-bound", "memory-bound"):
+        share = flops / median_ns / machine.peak_gflops if name == "compute-bound" else moved / median_ns / machine.peak_gbps
+        if share < FAR_BELOW_PEAK:
+            roof = "compute" if name == "compute-bound" else "bandwidth"
+            step = f"{step.split(':')[0]}: it runs at {share:.1%} of the {roof} peak, far from the machine's limit"
+    return name, step
 
 
 def rates(flops: pd.Series, moved: pd.Series, ns: pd.Series, machine: Machine) -> pd.DataFrame:
@@ -72,7 +88,7 @@ def call_site_utilization(call_sites: pd.DataFrame, graph: nx.DiGraph, machine: 
     )
     table = pd.concat([table, rates(table["flops"], table["bytes"], table["median_ns"].astype(float), machine)], axis=1)
     verdicts = [
-        verdict(row.flops, row.bytes, float(row.median_ns) if row.phase == "run" else 0.0, int(row.workgroup_count), str(row.root_op), machine)
+        verdict(row.flops, row.bytes, float(row.median_ns) if row.phase == "run" else 0.0, int(row.workgroup_count), f"{row.root_op} {row.export}", machine)
         for row in table.itertuples()
     ]
     return table.assign(verdict=[v for v, _ in verdicts], next_step=[s for _, s in verdicts])
