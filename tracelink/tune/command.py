@@ -83,7 +83,7 @@ def run_tune(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
-        outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
+        outcomes, tuning, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)", markup=False)
@@ -102,17 +102,23 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
     if check is not None:
-        out.print(f"whole program with the spec: {check['verdict']}, {check['speedup']:.2f}x "
+        out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
-    if spec is None and check is not None:
-        out.print(f"the spec does not make the whole program significantly faster; no spec written (trials: {trials})")
-    elif spec is None:
+    if tuning is None and check is not None:
+        out.print(f"the tuning does not make the whole program significantly faster; no spec written (trials: {trials})")
+    elif tuning is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
     else:
-        out.print(f"tuning spec: {spec}  (trials: {trials})", markup=False)
-        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}", markup=False)
+        if tuning.spec is not None:
+            out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
+        if tuning.configurations is not None:
+            out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
+        # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
+        how = " ".join(f"--tuning-spec {flag.split('=', 1)[1]}" if flag.startswith("--iree-codegen-tuning-spec-path=")
+                       else f"--compile-flag={flag}" for flag in tuning.flags())
+        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} {how}", markup=False)
     return 0
 
 

@@ -92,6 +92,9 @@ class Dispatch:
     device_symbol: str  # the util.global holding the !hal.device
     constants: list[int] = field(default_factory=list)  # push constants the benchmark dispatches with
     match_dims: dict[str, list[int]] = field(default_factory=dict)  # for the spec's dims_equal
+    # How a tuned config reaches the program: "spec" (a tuning-spec matcher) or "configuration" (the
+    # configured executable substituted with --iree-hal-substitute-executable-configuration).
+    delivery: str = "spec"
 
     @property
     def flops(self) -> int:
@@ -369,24 +372,16 @@ def _binding(op: ir.Operation, constants: list[int], ranges: dict[int, int], exp
     return Binding(index, tuple(memref.shape), str(memref.element_type), readonly, offset, ranges.get(index, 0))
 
 
-def check_source_form(dispatch: Dispatch, source: Path) -> None:
-    """Raise unless the executable source (what a tuning spec matches) has the root op in the same form.
+def spec_reaches(dispatch: Dispatch, source: Path) -> bool:
+    """Whether a tuning spec can configure the root op: the executable source has it in its configured form.
 
-    Configuration may rewrite the root op (e.g. a convolution's unit batch loop is folded away in the
-    source and restored in the configured form); a spec matching the configured form would not apply.
+    A spec matches the executable before configuration. IREE then may rewrite the root op: a 2-D
+    convolution whose unit batch loop was folded away gets it back (InsertBatchDimForBatchlessConv),
+    and the new op does not carry the config the spec annotated, so the compiler fails or ignores it.
+    Such a dispatch is configured by substituting its configured executable instead (``delivery``).
     """
     if not Path(source).is_file():
-        return
+        return True
     module = ir.Module.parseFile(str(source), ir.Context())
-    forms = []
-    for op in walk(module.operation):
-        if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op):
-            items = indexing_maps(op)
-            if [str(item) for item in items] == dispatch.indexing_maps:
-                return
-            forms.append(f"{op.name} with {ir.AffineMapAttr(items[0]).value.n_dims} loops")
-    raise TracelinkError(
-        f"{source}: {dispatch.export}'s root op is rewritten during configuration "
-        f"({dispatch.root_op} with {len(dispatch.loops)} loops here, {', '.join(forms) or 'no such op'} in the source), "
-        "so a tuning spec cannot target it"
-    )
+    return any([str(item) for item in indexing_maps(op)] == dispatch.indexing_maps for op in walk(module.operation)
+               if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op))

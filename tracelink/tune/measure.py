@@ -163,7 +163,9 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
         materialize(Path(benchmark), fields, Path(source))
     except TracelinkError as error:
         return f"candidate generation failed: {error}", time.perf_counter() - started
-    command = [tool_path("iree-compile"), source, "-o", vmfb]
+    # From the configured form on, as the program compiles it: the earlier phases would fold a
+    # convolution's unit batch loop again and drop its config (the executable is already configured).
+    command = [tool_path("iree-compile"), source, "--compile-from=executable-configurations", "-o", vmfb]
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired:

@@ -23,12 +23,12 @@ from tracelink import TracelinkError
 from tracelink.profile_dir import Profile
 from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
-from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
+from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
 from tracelink.tune.diff import run_inputs, run_parameters
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
-from tracelink.tune.spec import Choice, check_applied, write_spec
+from tracelink.tune.spec import Choice, Tuning, check_applied, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
@@ -84,8 +84,8 @@ def examine(row, artifacts: Path) -> Target:
             raise TracelinkError("no benchmark dump recorded")
         target.dispatch = load_dispatch(artifacts / row.benchmark_file)
         source = getattr(row, "source_file", None)
-        if isinstance(source, str) and source:
-            check_source_form(target.dispatch, artifacts / source)
+        if isinstance(source, str) and source and not spec_reaches(target.dispatch, artifacts / source):
+            target.dispatch.delivery = "configuration"
     except Exception as error:  # any failure to read one dispatch skips it with one line, never a traceback
         target.dispatch, target.reason = None, one_line(error)
     return target
@@ -262,10 +262,10 @@ def check_in_program(profile: Profile, vmfb: Path, rounds: int, console: Console
 
 
 def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
-                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Path | None, dict | None]:
+                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Tuning | None, dict | None]:
     """Tune the profile's hottest tunable dispatches.
 
-    Returns the outcomes, the spec path (None: no gain) and the in-program check (None: not run)."""
+    Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run)."""
     manifest = profile.manifest
     targets, skipped, tunable_share = select_targets(profile.exports, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
@@ -301,41 +301,40 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
         return outcomes, None, None
-    output = Path(spec_path) if spec_path else None
-    spec_path = workdir / "spec.mlir"  # the user's -o is written only once the spec is final, and never deleted
-    write_spec(choices, spec_path)
+    output = Path(spec_path) if spec_path else None  # the user's -o is written only once the spec is final
+    tuning = write_tuning(choices, workdir)
     if not (config.select.check_spec and manifest.get("input")):
-        return outcomes, deliver(spec_path, output), None
-    missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
-                                 choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
+        return outcomes, deliver(tuning, output), None
+    program, flags = Path(manifest["input"]), manifest.get("compiler", {}).get("flags", [])
+    timeout = config.measure.compile_timeout_seconds
+    missed, vmfb = check_applied(program, flags, tuning, choices, workdir / "spec_check", timeout)
     for choice in missed:
         for outcome in outcomes:
             if outcome.dispatch is choice.dispatch:
                 outcome.selected = False
-                outcome.note = "the tuning spec did not apply to this dispatch when compiling the program"
+                outcome.note = "the tuned config did not apply to this dispatch when compiling the program"
     kept = [c for c in choices if c not in missed]
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not kept:
-        spec_path.unlink()
+        tuning.remove()
         return outcomes, None, None
     if missed:
-        write_spec(kept, spec_path)
-        missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
-                                     kept, workdir / "spec_check", config.measure.compile_timeout_seconds)
+        tuning = write_tuning(kept, workdir)
+        missed, vmfb = check_applied(program, flags, tuning, kept, workdir / "spec_check", timeout)
     if config.select.program_rounds < 2:
-        return outcomes, deliver(spec_path, output), None
+        return outcomes, deliver(tuning, output), None
     check = check_in_program(profile, vmfb, config.select.program_rounds, console)
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
     if check["ci_low"] > 1:
-        return outcomes, deliver(spec_path, output), check
-    spec_path.unlink()  # a spec that does not speed the whole program up is not handed to the user
+        return outcomes, deliver(tuning, output), check
+    tuning.remove()  # a tuning that does not speed the whole program up is not handed to the user
     return outcomes, None, check
 
 
-def deliver(spec: Path, output: Path | None) -> Path:
-    """The final spec: copied (atomically) to the user's ``-o`` path when one was given."""
-    if output is None:
-        return spec
+def deliver(tuning: Tuning, output: Path | None) -> Tuning:
+    """The final tuning, its spec copied (atomically) to the user's ``-o`` path when one was given."""
+    if output is None or tuning.spec is None:
+        return tuning
     output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(output, spec.read_text())
-    return output
+    write_text_atomic(output, tuning.spec.read_text())
+    return Tuning(output, tuning.configurations)
