@@ -18,18 +18,22 @@ import iree.runtime as rt
 import numpy as np
 import pytest
 from iree.compiler import ir
+from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions
+from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.candidates import materialize
+from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.rounds import NOT_SIGNIFICANT
+from tracelink.tune.run import Outcome, select_targets, validate_in_program
 from tracelink.tune.space import SpaceOptions, TileSpace
-from tracelink.tune.spec import Choice, write_configurations, write_spec
+from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
@@ -535,3 +539,52 @@ def test_convnet_hottest_convolution_is_tuned_applied_and_verified(tmp_path):
     outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").convnet(*inputs).to_host()
                for vmfb in (base / "artifacts" / "app.vmfb", check / "app.vmfb")]
     np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+
+
+# A weight computed from constants: with const-eval off, IREE hoists its matmul into an initializer
+# that runs once at load; the function's own matmul is the only run-time dispatch.
+HOISTED = """
+func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %a = arith.constant dense<0.5> : tensor<64x96xf32>
+  %b = arith.constant dense<0.25> : tensor<96x64xf32>
+  %e = tensor.empty() : tensor<64x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %w = linalg.matmul ins(%a, %b : tensor<64x96xf32>, tensor<96x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %y : tensor<64x64xf32>
+}
+"""
+
+
+def test_an_initializer_only_dispatch_is_never_a_target(tmp_path):
+    program = tmp_path / "hoisted.mlir"
+    program.write_text(HOISTED)
+    profile = run_profile(program, tmp_path / "profile", repetitions=3,
+                          compile=CompileOptions(extra_flags=["--iree-opt-const-eval=false"]))
+    phases = dict(zip(profile.call_sites["export"], profile.call_sites["phase"]))
+    hoisted = next(export for export, phase in phases.items() if phase == "initializer")
+    targets, skipped, share = select_targets(profile.exports, profile.call_sites, profile.artifacts, 5, None)
+    assert [t.export for t in targets] == [next(e for e, p in phases.items() if p == "run")]
+    assert share == pytest.approx(1.0)  # of the run's time, all of it in the tunable matmul
+    reason = next(t.reason for t in skipped if t.export == hoisted)
+    assert "initializer-only" in reason
+
+
+def test_a_config_that_loses_inside_the_program_is_rejected(work, tmp_path):
+    # Taken as an isolated winner (2x), a scalar config that is slower than the base build's: the
+    # per-config check builds the program with it, times the dispatch in both builds alternately
+    # under the HAL profiler, and drops it.
+    profile = load_profile(work["base"])
+    scalar = {"distribution": [16, 16, 0], "vector_common_parallel": [1, 1, 0], "vector_reduction": [0, 0, 1]}
+    choice = Choice(work["dispatch"], scalar, 2.0)
+    outcome = Outcome(work["dispatch"].export, 1.0, speedup=2.0, selected=True, dispatch=work["dispatch"])
+    missed, vmfb = check_applied(work["program"], profile.manifest["compiler"]["flags"],
+                                 write_tuning([choice], tmp_path / "tuning"), [choice], tmp_path / "build", 300)
+    assert missed == []
+    config = TuneConfig()
+    config.select.validate_rounds = 3
+    kept = validate_in_program(profile, [choice], [outcome], tmp_path, config, Console(quiet=True), vmfb)
+    assert kept == [] and not outcome.selected
+    assert outcome.program_speedup < 1 and outcome.program_ci_low < 1
+    assert "inside the program" in outcome.note

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
     tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
-                      "0: skip it)")
+                      "0: skip it and the per-config in-program check)")
     tune.set_defaults(handler=run_tune)
 
     diff = subparsers.add_parser(
@@ -80,6 +80,8 @@ def run_tune(args: argparse.Namespace) -> int:
         if args.rounds < 0:
             raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
         config.select.program_rounds = args.rounds
+        if args.rounds == 0:
+            config.select.validate_rounds = 0
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
@@ -98,12 +100,17 @@ def run_tune(args: argparse.Namespace) -> int:
                      f"{o.trials} of {o.space_size} configs tried, {o.failed} failed; "
                      f"{'in the spec' if o.selected else 'not in the spec'}")
         out.print(line)
+        if not math.isnan(o.program_speedup):
+            out.print(f"  inside the program: {o.program_speedup:.2f}x (95% CI {o.program_ci_low:.2f}-{o.program_ci_high:.2f})")
         if o.note:
             out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
     if check is not None:
         out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
+        for name, baseline in check["baselines"].items():
+            out.print(f"  flag baseline {name}: {baseline['verdict']}, {baseline['speedup']:.2f}x "
+                      f"(95% CI {_interval(baseline) or 'none'})")
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
     if tuning is None and check is not None:

@@ -35,6 +35,11 @@ class SelectOptions:
     # then time the whole program with and without the spec in this many alternating rounds and keep
     # the spec only when the 95 % interval of its end-to-end speedup lies above 1 (0: do not time)
     program_rounds: int = 10
+    baselines: bool = True  # time the flag baselines (ukernels, data tiling) in the same rounds
+    # before that, each config alone: the program built with it and the profiled build run alternately
+    # under the HAL profiler for this many rounds, and the config is kept only when the 95 % interval
+    # of its dispatch's in-program speedup lies above 1 (0: no per-config check)
+    validate_rounds: int = 5
 
 
 @dataclass

@@ -24,11 +24,11 @@ from tracelink.profile_dir import Profile
 from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
-from tracelink.tune.diff import run_inputs, run_parameters
+from tracelink.tune.diff import rerun, run_inputs, run_parameters
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
-from tracelink.tune.spec import Choice, Tuning, check_applied, write_tuning
+from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
@@ -60,6 +60,10 @@ class Outcome:
     ci_high: float = math.nan
     configuration: str = ""
     selected: bool = False
+    # the dispatch's speedup inside the whole program (per-config check; NaN: not checked)
+    program_speedup: float = math.nan
+    program_ci_low: float = math.nan
+    program_ci_high: float = math.nan
     note: str = ""
     fields: dict = field(default_factory=dict, repr=False)
     dispatch: Dispatch | None = field(default=None, repr=False)
@@ -91,14 +95,31 @@ def examine(row, artifacts: Path) -> Target:
     return target
 
 
-def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str | None) -> tuple[list[Target], list[Target], float]:
+def run_shares(exports: pd.DataFrame, call_sites: pd.DataFrame) -> pd.Series:
+    """Per export, its share of the dispatch time of the timed run's call sites.
+
+    One executable serves all of its call sites, so their times add up. Call sites of the initializer
+    phase run once at load: whatever a collector recorded of them is not run time, and an export only
+    they use gets 0. A profile without call-site phases keeps the exports table's share."""
+    if not {"export", "phase", "total_ns"} <= set(call_sites.columns):
+        return exports.set_index("export")["share"]
+    times = call_sites[call_sites["phase"] == "run"].groupby("export")["total_ns"].sum()
+    total = float(times.sum())
+    return pd.Series([float(times.get(export, 0.0)) / total if total else 0.0 for export in exports["export"]],
+                     index=exports["export"])
+
+
+def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: Path, top: int,
+                   name: str | None) -> tuple[list[Target], list[Target], float]:
     """(targets to tune, dispatches skipped with the reason, share of timed dispatch time that is tunable).
 
-    Every dispatch is examined, hottest first, so the tunable share covers those beyond ``top`` too."""
+    Dispatches are ranked by their share of the timed run (``run_shares``); every one is examined,
+    hottest first, so the tunable share covers those beyond ``top`` too."""
     needed = {"export", "benchmark_file", "share"}
     if not needed <= set(exports.columns):
         raise TracelinkError(f"{artifacts.parent}/exports.csv: missing column(s) {', '.join(sorted(needed - set(exports.columns)))}")
-    ranked = exports.sort_values("share", ascending=False)
+    exports = exports.assign(share=run_shares(exports, call_sites).to_numpy())
+    ranked = exports.sort_values("share", ascending=False, kind="stable")
     if name is not None:
         ranked = ranked[ranked["export"] == name]
         if ranked.empty:
@@ -250,15 +271,82 @@ def measurer_fields(trial: Trial) -> dict[str, list[int]]:
     return config_fields(ir.Attribute.parse(trial.configuration, ir.Context()))
 
 
-def check_in_program(profile: Profile, vmfb: Path, rounds: int, console: Console) -> dict:
-    """The whole program with the spec against the profiled build, timed alternately for ``rounds`` rounds."""
+# What a user would try first: IREE's whole-program options, timed next to the tuned build.
+FLAG_BASELINES = {
+    "ukernels": ["--iree-llvmcpu-enable-ukernels=all"],
+    "data-tiling": ["--iree-opt-data-tiling"],
+    "ukernels+data-tiling": ["--iree-llvmcpu-enable-ukernels=all", "--iree-opt-data-tiling"],
+}
+
+
+def build_baselines(profile: Profile, workdir: Path, timeout: float) -> dict[str, Path]:
+    """The program compiled with each flag baseline; one that does not compile is left out."""
+    program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
+    builds = {}
+    for name, extra in FLAG_BASELINES.items():
+        try:
+            builds[name] = compile_variant(program, flags, extra, workdir / name, timeout, " ".join(extra))
+        except TracelinkError:
+            continue
+    return builds
+
+
+def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, console: Console) -> dict[str, dict]:
+    """Each build of the whole program against the profiled build, all timed alternately for ``rounds`` rounds."""
     function, inputs, parameters = profile.summary["function"], run_inputs(profile), run_parameters(profile)
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
-            for v in (profile.artifacts / "app.vmfb", vmfb)]
-    with console.status(f"timing the program with and without the spec, {rounds} alternating rounds"):
-        base, tuned = alternate(runs, rounds)
+            for v in (profile.artifacts / "app.vmfb", *builds.values())]
+    with console.status(f"timing the program's builds ({', '.join(builds)}) against the profiled one, "
+                        f"{rounds} alternating rounds"):
+        base, *others = alternate(runs, rounds)
+    return {name: summarize(base, times) for name, times in zip(builds, others)}
+
+
+def dispatch_median(profile: Profile, exports: set[str]) -> float:
+    """Median over iterations of the time (ns) the dispatches ``exports`` take in one call of the program."""
+    events = profile.events.dropna(subset=["iteration"])
+    times = events[events["export"].isin(exports)].groupby("iteration")["duration_ns"].sum()
+    if times.empty:
+        raise TracelinkError(f"{profile.directory}: the rerun recorded no dispatch of {', '.join(sorted(exports))}")
+    return float(times.median())
+
+
+def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: int, directory: Path) -> dict:
+    """How much faster the dispatches ``exports`` run inside the program built as ``vmfb`` than in the
+    profiled build: both run alternately under the HAL profiler (other dispatches around them, the
+    program's device and threads), each round giving one median per build (see ``rounds.summarize``)."""
+    calls = max(5, int(profile.summary.get("repetitions", 10)))
+    runs = [lambda number, v=v, n=n: dispatch_median(rerun(profile, directory / f"{n}_{number}", calls, 600.0, vmfb=v), exports)
+            for v, n in ((None, "base"), (vmfb, "tuned"))]
+    base, tuned = alternate(runs, rounds)
     return summarize(base, tuned)
+
+
+def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[Outcome], workdir: Path,
+                        config: TuneConfig, console: Console, merged: Path) -> list[Choice]:
+    """The choices whose dispatch is significantly faster inside the whole program; the others are dropped
+    with a note. Each choice is built alone (the merged build ``merged`` serves a single choice), so a
+    config that wins in isolation but loses among the program's other dispatches is caught."""
+    program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
+    kept = []
+    for choice in choices:
+        outcome = next(o for o in outcomes if o.dispatch is choice.dispatch)
+        where = workdir / "validate" / choice.dispatch.export
+        vmfb = merged
+        if len(choices) > 1:
+            _, vmfb = check_applied(program, flags, write_tuning([choice], where), [choice], where / "build",
+                                    config.measure.compile_timeout_seconds)
+        with console.status(f"timing {choice.dispatch.export} inside the program, {config.select.validate_rounds} alternating rounds"):
+            check = in_program_speedup(profile, vmfb, {choice.dispatch.export}, config.select.validate_rounds, where / "rounds")
+        outcome.program_speedup, outcome.program_ci_low, outcome.program_ci_high = check["speedup"], check["ci_low"], check["ci_high"]
+        if check["ci_low"] > 1:
+            kept.append(choice)
+        else:
+            outcome.selected = False
+            outcome.note = (f"{outcome.speedup:.2f}x alone, but {check['speedup']:.2f}x inside the program "
+                            f"(95% CI {check['ci_low']:.2f}-{check['ci_high']:.2f}, {check['rounds']} rounds): not kept")
+    return kept
 
 
 def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
@@ -267,7 +355,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
 
     Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run)."""
     manifest = profile.manifest
-    targets, skipped, tunable_share = select_targets(profile.exports, profile.artifacts, config.select.top, dispatch_name)
+    targets, skipped, tunable_share = select_targets(profile.exports, profile.call_sites, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
         console.print(f"[dim]skipped {escape(target.export)} ({target.share:.1%}): {escape(target.reason)}[/]", soft_wrap=True)
     console.print(f"tunable: {tunable_share:.1%} of the timed dispatch time; tuning {len(targets)} dispatch(es) "
@@ -318,12 +406,23 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     if not kept:
         tuning.remove()
         return outcomes, None, None
-    if missed:
+    dropped = False
+    if config.select.validate_rounds >= 2:
+        validated = validate_in_program(profile, kept, outcomes, workdir, config, console, vmfb)
+        pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+        if not validated:
+            tuning.remove()
+            return outcomes, None, None
+        dropped = len(validated) < len(kept)
+        kept = validated
+    if missed or dropped:
         tuning = write_tuning(kept, workdir)
         missed, vmfb = check_applied(program, flags, tuning, kept, workdir / "spec_check", timeout)
     if config.select.program_rounds < 2:
         return outcomes, deliver(tuning, output), None
-    check = check_in_program(profile, vmfb, config.select.program_rounds, console)
+    baselines = build_baselines(profile, workdir / "baselines", timeout) if config.select.baselines else {}
+    checks = check_in_program(profile, {"tuned": vmfb, **baselines}, config.select.program_rounds, console)
+    check = {**checks.pop("tuned"), "baselines": checks}
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
     if check["ci_low"] > 1:
         return outcomes, deliver(tuning, output), check

@@ -211,6 +211,27 @@ def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[
     return roots
 
 
+def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: Path, timeout: float, what: str) -> Path:
+    """Compile ``program`` with the profiled build's flags (without its dumps) and ``extra``: ``workdir/app.vmfb``.
+
+    The command and the compiler's messages go to ``workdir/compile.log``; ``what`` names the variant in errors."""
+    if workdir.exists():
+        shutil.rmtree(workdir)  # dumps of an earlier build must not be read as this one's
+    workdir.mkdir(parents=True)
+    vmfb = workdir / "app.vmfb"
+    kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
+    command = [tool_path("iree-compile"), str(program), *kept, *extra, "-o", str(vmfb)]
+    try:
+        done = run_tool(command, timeout)
+    except subprocess.TimeoutExpired as error:
+        raise TracelinkError(f"{program}: compiling with {what} took over {timeout:g} s") from error
+    (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)
+    if done.returncode != 0:
+        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        raise TracelinkError(f"{what}: the program {program} does not compile with it: {first}")
+    return vmfb
+
+
 def check_applied(program: Path, flags: list[str], tuning: Tuning, choices: list[Choice], workdir: Path,
                   timeout: float) -> tuple[list[Choice], Path]:
     """Compile ``program`` with the tuning; return the choices not applied and the compiled program.
@@ -218,25 +239,12 @@ def check_applied(program: Path, flags: list[str], tuning: Tuning, choices: list
     A choice counts as applied when some root op of the dumped executables has its indexing maps and
     exactly its config: the configured dump shows what a spec set, the benchmark dump (written after
     substitution) what a substituted executable brought. The program (``workdir/app.vmfb``) is what the
-    in-program check times against the profiled build.
+    in-program checks time against the profiled build.
     """
-    if workdir.exists():
-        shutil.rmtree(workdir)  # dumps of an earlier check must not count as applied
-    workdir.mkdir(parents=True)
-    vmfb, dump = workdir / "app.vmfb", workdir / "configured"
-    kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
-    command = [tool_path("iree-compile"), str(program), *kept, *tuning.flags(),
-               f"--iree-hal-dump-executable-configurations-to={dump}",
-               f"--iree-hal-dump-executable-benchmarks-to={dump}", "-o", str(vmfb)]
-    try:
-        done = run_tool(command, timeout)
-    except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{program}: compiling with the tuning took over {timeout:g} s") from error
-    (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)
-    if done.returncode != 0:
-        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-        raise TracelinkError(f"{tuning.spec or tuning.configurations}: the program {program} does not compile "
-                             f"with the tuning: {first}")
+    dump = workdir / "configured"
+    vmfb = compile_variant(program, flags, [*tuning.flags(), f"--iree-hal-dump-executable-configurations-to={dump}",
+                                            f"--iree-hal-dump-executable-benchmarks-to={dump}"],
+                           workdir, timeout, str(tuning.spec or tuning.configurations))
     dumps = sorted(dump.glob("configured_*.mlir")) + sorted(dump.glob("*_benchmark.mlir"))
     roots = [root for path in dumps for root in configured_roots(ir.Module.parseFile(str(path), ir.Context()))]
     return [c for c in choices if (c.dispatch.indexing_maps, c.fields) not in roots], vmfb
