@@ -29,6 +29,7 @@ from tracelink.tune.candidates import materialize
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
+from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.rounds import NOT_SIGNIFICANT
 from tracelink.tune.run import Outcome, select_targets, validate_in_program
@@ -588,3 +589,18 @@ def test_a_config_that_loses_inside_the_program_is_rejected(work, tmp_path):
     assert kept == [] and not outcome.selected
     assert outcome.program_speedup < 1 and outcome.program_ci_low < 1
     assert "inside the program" in outcome.note
+
+
+def test_trials_of_earlier_dispatches_plan_the_first_batch_of_the_next(work, tmp_path):
+    # A history where configs with more workgroups were faster: saved, read back as another run
+    # would, its model ranks a new space's configs, and the XGBoost tuner's first batch follows it.
+    space = TileSpace(work["dispatch"])
+    workgroups = np.array([space.derived(point)["workgroups"] for point in space.points], dtype=float)
+    path = tmp_path / "history.npy"
+    History(path).add(space, list(range(len(space))), list(workgroups))
+    history = History(path)
+    assert len(history.rows) == len(space) and history.rows[:, -1].max() == 1.0
+    tuner = make_tuner("xgb", space, plan_size=4, prior=history.model(space))
+    first = tuner.next_batch(4)
+    assert np.mean(workgroups[first]) > np.median(workgroups)
+    assert History(tmp_path / "none.npy").model(space) is None  # no history: random first batch

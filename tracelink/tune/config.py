@@ -22,6 +22,9 @@ class SearchOptions:
     early_stopping: int = 16  # stop a dispatch after this many trials without a new best (0: never)
     batch_size: int = 8  # candidates compiled in parallel, and the cost model's re-fit interval
     seed: int = 0
+    # xgb: start each dispatch from a model of the trials of earlier dispatches on this machine, kept
+    # across runs in ~/.cache/tracelink/models/ (false: every dispatch starts from random trials)
+    transfer: bool = True
 
 
 @dataclass

@@ -25,7 +25,9 @@ from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
+from tracelink.tune.model import History, history_path
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
+from tracelink.tune.peak import machine_key
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
@@ -188,7 +190,22 @@ def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
     return last
 
 
-def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console) -> Outcome:
+def split_budget(targets: list[Target], per_target: int, floor: int) -> list[int]:
+    """Trials per target: ``per_target`` times the targets, split by their share of the run.
+
+    What tuning a dispatch can gain end to end is bounded by its share of the run, so, with no
+    measurement yet to tell which will improve more, the expected gain (Ansor's task scheduler's
+    criterion) is taken proportional to it; every target gets at least ``floor`` (one batch)."""
+    total = sum(t.share for t in targets)
+    if total <= 0:
+        return [per_target] * len(targets)
+    floor = min(floor, per_target)
+    return [max(floor, round(per_target * len(targets) * t.share / total)) for t in targets]
+
+
+def tune_dispatch(target: Target, trials_budget: int, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress,
+                  console: Console, history: History | None) -> Outcome:
+    """Search one dispatch's configs (``trials_budget`` trials), confirm the best; its trials join ``history``."""
     dispatch = target.dispatch
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
@@ -201,9 +218,11 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
     if not (earlier["tuner"] == "default").any():
         log.append([default])
     search_options = config.search
-    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=search_options.n_trial,
-                       plan_size=search_options.batch_size)
+    prior = history.model(space, search_options.seed) if history is not None else None
+    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=trials_budget,
+                       plan_size=search_options.batch_size, prior=prior)
     counter = [_resume(tuner, space, earlier)]
+    resumed = len(tuner.xs)
     trials: list[Trial] = []
 
     def measure(indices: list[int]) -> list[float]:
@@ -216,8 +235,9 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
         trials.extend(done)
         return [trial.gflops if trial.ok else 0.0 for trial in done]
 
-    result = search(tuner, measure, search_options.n_trial, search_options.batch_size,
-                    search_options.early_stopping or None)
+    result = search(tuner, measure, trials_budget, search_options.batch_size, search_options.early_stopping or None)
+    if history is not None:
+        history.add(space, tuner.xs[resumed:], tuner.ys[resumed:])
     outcome.trials = result.trials
     outcome.failed = sum(1 for y in tuner.ys if y <= 0)
     good = sorted((t for t in trials if t.ok), key=lambda t: t.timing.median)
@@ -369,17 +389,25 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     if unused:
         raise TracelinkError(f"{config.source}: [space] key(s) {', '.join(unused)} match no loop of the tuned dispatches")
     log = TrialLog(workdir / "trials.csv", resume)
+    budgets = split_budget(targets, config.search.n_trial, config.search.batch_size)
+    history = None
+    if config.search.tuner == "xgb" and config.search.transfer:
+        history = History(history_path(machine_key(config.measure.device, config.measure.clock)))
     outcomes: list[Outcome] = []
     pool = make_pool(config.measure.jobs)
     try:
         with progress_bar(console) as progress:
-            for target in targets:
+            for target, budget in zip(targets, budgets):
                 try:
-                    outcomes.append(tune_dispatch(target, config, workdir, log, pool, progress, console))
+                    outcomes.append(tune_dispatch(target, budget, config, workdir, log, pool, progress, console, history))
                 except Exception as error:  # one dispatch failing to tune is a note, the others go on
                     outcomes.append(Outcome(target.export, target.share, note=one_line(error)))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # an interrupt does not wait for compiles in flight
+        raise
+    # Waiting for the idle workers: left running, they race the interpreter's exit, which then prints
+    # a traceback from the pool's wake-up pipe.
+    pool.shutdown(wait=True)
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not any(o.configuration for o in outcomes):
         notes = "; ".join(o.note if o.note.startswith(o.export) else f"{o.export}: {o.note}" for o in outcomes)
