@@ -100,6 +100,10 @@ def run_tune(args: argparse.Namespace) -> int:
                      f"{o.trials} of {o.space_size} configs tried, {o.failed} failed; "
                      f"{'in the spec' if o.selected else 'not in the spec'}")
         out.print(line)
+        if o.shared_with:
+            others = o.shared_with.split(";")
+            out.print(f"  the same config for {len(others)} more dispatch(es) with this root op: {', '.join(others)}",
+                      markup=False)
         if not math.isnan(o.program_speedup):
             out.print(f"  inside the program: {o.program_speedup:.2f}x (95% CI {o.program_ci_low:.2f}-{o.program_ci_high:.2f})")
         if o.note:

@@ -30,7 +30,7 @@ from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_sp
 from tracelink.tune.peak import machine_key
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
-from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
+from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, signature, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
@@ -66,6 +66,7 @@ class Outcome:
     program_speedup: float = math.nan
     program_ci_low: float = math.nan
     program_ci_high: float = math.nan
+    shared_with: str = ""  # other dispatches (same root op, own executable) given this config, ';'-separated
     note: str = ""
     fields: dict = field(default_factory=dict, repr=False)
     dispatch: Dispatch | None = field(default=None, repr=False)
@@ -112,8 +113,9 @@ def run_shares(exports: pd.DataFrame, call_sites: pd.DataFrame) -> pd.Series:
 
 
 def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: Path, top: int,
-                   name: str | None) -> tuple[list[Target], list[Target], float]:
-    """(targets to tune, dispatches skipped with the reason, share of timed dispatch time that is tunable).
+                   name: str | None) -> tuple[list[Target], list[Target], list[Target], float]:
+    """(targets to tune, every tunable dispatch, dispatches skipped with the reason, share of timed
+    dispatch time that is tunable).
 
     Dispatches are ranked by their share of the timed run (``run_shares``); every one is examined,
     hottest first, so the tunable share covers those beyond ``top`` too."""
@@ -134,7 +136,7 @@ def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: P
         reasons = "; ".join(f"{t.export}: {t.reason}" for t in skipped[:3]) or "the profile has no dispatches"
         more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
         raise TracelinkError(f"{artifacts.parent}: no tunable dispatch ({reasons}{more})")
-    return tunable[:top], skipped, float(sum(t.share for t in tunable))
+    return tunable[:top], tunable, skipped, float(sum(t.share for t in tunable))
 
 
 class TrialLog:
@@ -343,25 +345,49 @@ def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: 
     return summarize(base, tuned)
 
 
+def shared_choices(choices: list[Choice], tunable: list[Target]) -> list[Choice]:
+    """Each tuned config again for the other dispatches with the same root op (same signature) in an
+    executable of their own: IREE keeps executables apart when their fused ops differ (a residual add
+    after one of a network's identical convolutions), and a configured executable is substituted by
+    name. A spec matcher already reaches every such op, so this is for configured executables only."""
+    taken = {id(c.dispatch) for c in choices}
+    shared = []
+    for choice in sorted(choices, key=lambda c: -c.speedup):
+        if choice.dispatch.delivery != "configuration":
+            continue
+        key = signature(choice.dispatch)
+        for target in tunable:
+            if id(target.dispatch) not in taken and target.dispatch.delivery == "configuration" and signature(target.dispatch) == key:
+                taken.add(id(target.dispatch))
+                shared.append(Choice(target.dispatch, choice.fields, choice.speedup, owner=choice.dispatch))
+    return shared
+
+
 def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[Outcome], workdir: Path,
                         config: TuneConfig, console: Console, merged: Path) -> list[Choice]:
-    """The choices whose dispatch is significantly faster inside the whole program; the others are dropped
-    with a note. Each choice is built alone (the merged build ``merged`` serves a single choice), so a
-    config that wins in isolation but loses among the program's other dispatches is caught."""
+    """The choices whose dispatches are significantly faster inside the whole program; the others are
+    dropped with a note. Each tuned config is built alone with the dispatches sharing it (the merged
+    build ``merged`` serves when there is only one), so a config that wins in isolation but loses
+    among the program's other dispatches is caught."""
     program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
-    kept = []
+    groups: dict[int, list[Choice]] = {}
     for choice in choices:
-        outcome = next(o for o in outcomes if o.dispatch is choice.dispatch)
-        where = workdir / "validate" / choice.dispatch.export
+        groups.setdefault(id(choice.owner or choice.dispatch), []).append(choice)
+    kept = []
+    for group in groups.values():
+        tuned = group[0].owner or group[0].dispatch
+        outcome = next(o for o in outcomes if o.dispatch is tuned)
+        where = workdir / "validate" / tuned.export
         vmfb = merged
-        if len(choices) > 1:
-            _, vmfb = check_applied(program, flags, write_tuning([choice], where), [choice], where / "build",
+        if len(groups) > 1:
+            _, vmfb = check_applied(program, flags, write_tuning(group, where), group, where / "build",
                                     config.measure.compile_timeout_seconds)
-        with console.status(f"timing {choice.dispatch.export} inside the program, {config.select.validate_rounds} alternating rounds"):
-            check = in_program_speedup(profile, vmfb, {choice.dispatch.export}, config.select.validate_rounds, where / "rounds")
+        exports = {c.dispatch.export for c in group}
+        with console.status(f"timing {tuned.export} inside the program, {config.select.validate_rounds} alternating rounds"):
+            check = in_program_speedup(profile, vmfb, exports, config.select.validate_rounds, where / "rounds")
         outcome.program_speedup, outcome.program_ci_low, outcome.program_ci_high = check["speedup"], check["ci_low"], check["ci_high"]
         if check["ci_low"] > 1:
-            kept.append(choice)
+            kept += group
         else:
             outcome.selected = False
             outcome.note = (f"{outcome.speedup:.2f}x alone, but {check['speedup']:.2f}x inside the program "
@@ -375,7 +401,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
 
     Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run)."""
     manifest = profile.manifest
-    targets, skipped, tunable_share = select_targets(profile.exports, profile.call_sites, profile.artifacts, config.select.top, dispatch_name)
+    targets, tunable, skipped, tunable_share = select_targets(profile.exports, profile.call_sites, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
         console.print(f"[dim]skipped {escape(target.export)} ({target.share:.1%}): {escape(target.reason)}[/]", soft_wrap=True)
     console.print(f"tunable: {tunable_share:.1%} of the timed dispatch time; tuning {len(targets)} dispatch(es) "
@@ -417,6 +443,10 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
         return outcomes, None, None
+    for choice in shared_choices(choices, tunable):
+        choices.append(choice)
+        owner = next(o for o in outcomes if o.dispatch is choice.owner)
+        owner.shared_with = ";".join(filter(None, [owner.shared_with, choice.dispatch.export]))
     output = Path(spec_path) if spec_path else None  # the user's -o is written only once the spec is final
     tuning = write_tuning(choices, workdir)
     if not (config.select.check_spec and manifest.get("input")):
@@ -429,7 +459,10 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
             if outcome.dispatch is choice.dispatch:
                 outcome.selected = False
                 outcome.note = "the tuned config did not apply to this dispatch when compiling the program"
-    kept = [c for c in choices if c not in missed]
+            elif outcome.dispatch is choice.owner:
+                outcome.shared_with = ";".join(e for e in outcome.shared_with.split(";") if e != choice.dispatch.export)
+    unapplied = {id(c.dispatch) for c in missed}  # a config that missed its tuned dispatch is not shared either
+    kept = [c for c in choices if id(c.dispatch) not in unapplied and id(c.owner) not in unapplied]
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not kept:
         tuning.remove()

@@ -53,6 +53,7 @@ class Choice:
     dispatch: Dispatch
     fields: dict[str, list[int]]
     speedup: float = 1.0
+    owner: Dispatch | None = None  # the tuned dispatch whose config this one shares (None: tuned itself)
 
     @property
     def compilation_info(self) -> str:
