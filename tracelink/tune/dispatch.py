@@ -9,6 +9,7 @@ binding's view starts when that offset comes from a push constant.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,7 @@ class Dispatch:
     device_symbol: str  # the util.global holding the !hal.device
     constants: list[int] = field(default_factory=list)  # push constants the benchmark dispatches with
     match_dims: dict[str, list[int]] = field(default_factory=dict)  # for the spec's dims_equal
+    native_vector_bytes: int = 64  # the target's native_vector_size: IREE's vector-size limit is 512 of these
     # How a tuned config reaches the program: "spec" (a tuning-spec matcher) or "configuration" (the
     # configured executable substituted with --iree-hal-substitute-executable-configuration).
     delivery: str = "spec"
@@ -303,6 +305,7 @@ def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatc
 def describe(module: ir.Module, benchmark: Path) -> Dispatch:
     """What the tuner knows about the dispatch of a parsed benchmark dump; TracelinkError when not tunable."""
     executable = variant = export = device_symbol = None
+    native_vector_bytes = 64  # the widest x86 vectors, when the target does not say
     root = dispatch_func = bench_op = None
     subspans: list[ir.Operation] = []
     for op in walk(module.operation):
@@ -311,6 +314,8 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
             executable = ir.StringAttr(op.attributes["sym_name"]).value
         elif name == "hal.executable.variant" and variant is None:
             variant = ir.StringAttr(op.attributes["sym_name"]).value
+            found = re.search(r"native_vector_size = (\d+)", str(op.attributes["target"]))
+            native_vector_bytes = int(found.group(1)) if found else native_vector_bytes
         elif name == "hal.executable.export" and export is None:
             export = ir.StringAttr(op.attributes["sym_name"]).value
         elif name == "util.global" and device_symbol is None and str(ir.TypeAttr(op.attributes["type"]).value) == "!hal.device":
@@ -356,6 +361,7 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
         device_symbol=device_symbol,
         constants=constants,
         match_dims=match_sizes,
+        native_vector_bytes=native_vector_bytes,
     )
 
 
