@@ -39,6 +39,7 @@ from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool, progress_bar  # noqa: E402
 from tracelink.tune.rounds import alternate, summarize, time_program  # noqa: E402
+from tracelink.tune.run import build_baselines  # noqa: E402
 from tracelink.tune.space import TileSpace  # noqa: E402
 from tracelink.tune.tuners import make_tuner, search  # noqa: E402
 
@@ -158,8 +159,11 @@ def end_to_end(name: str, program: Path, run: tuple[str, list[str], list[str]], 
         return
     profile = load_profile(base)
     shipped = (base / "tune" / "spec.mlir").exists() or (base / "tune" / "configurations").exists()
-    builds = {"default": profile.artifacts / "app.vmfb",
-              **{d.name: d / "app.vmfb" for d in sorted((base / "tune" / "baselines").glob("*")) if (d / "app.vmfb").exists()}}
+    # tune builds the flag baselines only for its whole-program check, when it found something to check
+    baselines = base / "tune" / "baselines"
+    flag_builds = ({d.name: d / "app.vmfb" for d in sorted(baselines.glob("*")) if (d / "app.vmfb").exists()}
+                   if baselines.exists() else build_baselines(profile, baselines, 900.0))
+    builds = {"default": profile.artifacts / "app.vmfb", **flag_builds}
     if shipped:
         builds["tuned"] = base / "tune" / "spec_check" / "app.vmfb"
     runs = [lambda _, v=v: time_program(v, function, run_inputs(profile), run_parameters(profile),
