@@ -14,22 +14,28 @@ import sys
 import time
 from pathlib import Path
 
+import iree.runtime as rt
 import numpy as np
 import pytest
 from iree.compiler import ir
+from rich.console import Console
 
-from tests.conftest import run_profile
+from tests.conftest import EXAMPLES, run_profile
 from tests.test_json_output import validated
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions
+from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.candidates import materialize
+from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
+from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.rounds import NOT_SIGNIFICANT
+from tracelink.tune.run import Outcome, select_targets, validate_in_program
 from tracelink.tune.space import SpaceOptions, TileSpace
-from tracelink.tune.spec import Choice, write_spec
+from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
@@ -493,3 +499,117 @@ def test_tune_states_the_tunable_share_and_skips_in_one_line(chain, tmp_path):
     assert 0 < float(share.split()[1].rstrip("%")) < 100
     document = validated(done.stdout)  # --json: the one document on stdout
     assert document["command"] == "tune" and [d["trials"] for d in document["dispatches"]] == [2]
+
+
+# A poor config for the convnet's 3x3 convolutions (batch, img0, img1, oc, filter0, filter1, ic), so
+# tuning has a large gain to find within a few trials.
+POOR_CONV = {"distribution": [0, 2, 4, 2, 0, 0, 0], "vector_common_parallel": [1, 1, 1, 1, 0, 0, 0],
+             "vector_reduction": [0, 0, 0, 0, 1, 1, 1]}
+
+
+def test_convnet_hottest_convolution_is_tuned_applied_and_verified(tmp_path):
+    # IREE folds the unit batch of these convolutions before a spec could match them and restores it
+    # after, dropping the spec's config: they are tuned through their configured executables.
+    program = EXAMPLES / "convnet.mlir"
+    dump = tmp_path / "dump"
+    dumped_benchmark(program, dump)
+    conv = load_dispatch(next(dump.glob("*dispatch_1_*_benchmark.mlir")))
+    assert conv.kind == "convolution" and conv.loops[0].role == "batch"
+    poor = write_configurations([Choice(conv, POOR_CONV)], tmp_path / "poor")
+    base = tmp_path / "base"
+    run_profile(program, base, repetitions=10,
+                compile=CompileOptions(extra_flags=[f"--iree-hal-substitute-executable-configurations-from={poor}"]))
+    config = tmp_path / "small.toml"
+    config.write_text("[space]\ndistribution_img0 = [4, 8]\ndistribution_img1 = [32]\ndistribution_oc = [16]\n"
+                      "vector_img1 = [4, 8]\nvector_oc = [4, 8]\nvector_ic = [8]\n"  # near IREE's default
+                      "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nconfirm_top = 2\nconfirm_rounds = 6\n")
+    done = run_cli("tune", str(base), "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    share = next(line for line in done.stderr.splitlines() if line.startswith("tunable: "))
+    assert float(share.split()[1].rstrip("%")) > 90, done.stderr  # the convolutions are most of the time
+    summary = list(csv.DictReader((base / "tune" / "summary.csv").open()))
+    assert summary[0]["export"] == conv.export and summary[0]["selected"] == "True", summary
+    chosen = config_fields(ir.Attribute.parse(summary[0]["configuration"], ir.Context()))
+    # block 3's convolution is the same op in an executable of its own (its consumer differs): it gets
+    # the config too
+    twin = load_dispatch(next(dump.glob("*dispatch_3_*_benchmark.mlir")))
+    assert summary[0]["shared_with"] == twin.export
+    for executable in (conv.executable, twin.executable):
+        assert (base / "tune" / "configurations" / f"{executable}.mlir").is_file()
+    assert "--iree-hal-substitute-executable-configurations-from=" in done.stdout
+    # the program compiled with the tuning runs the chosen config (the dump written after substitution) ...
+    check = base / "tune" / "spec_check"
+    for number in (1, 3):
+        benchmark = next((check / "configured").glob(f"*dispatch_{number}_*_benchmark.mlir"))
+        compiled = [config_fields(op.attributes["lowering_config"])
+                    for op in walk(ir.Module.parseFile(str(benchmark), ir.Context()).operation) if is_root(op)]
+        assert compiled == [chosen]
+    # ... and computes what the profiled build computes
+    inputs = [np.load(path) for path in sorted((base / "artifacts" / "inputs").glob("input_*.npy"))]
+    outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").convnet(*inputs).to_host()
+               for vmfb in (base / "artifacts" / "app.vmfb", check / "app.vmfb")]
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+
+
+# A weight computed from constants: with const-eval off, IREE hoists its matmul into an initializer
+# that runs once at load; the function's own matmul is the only run-time dispatch.
+HOISTED = """
+func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %a = arith.constant dense<0.5> : tensor<64x96xf32>
+  %b = arith.constant dense<0.25> : tensor<96x64xf32>
+  %e = tensor.empty() : tensor<64x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %w = linalg.matmul ins(%a, %b : tensor<64x96xf32>, tensor<96x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %y : tensor<64x64xf32>
+}
+"""
+
+
+def test_an_initializer_only_dispatch_is_never_a_target(tmp_path):
+    program = tmp_path / "hoisted.mlir"
+    program.write_text(HOISTED)
+    profile = run_profile(program, tmp_path / "profile", repetitions=3,
+                          compile=CompileOptions(extra_flags=["--iree-opt-const-eval=false"]))
+    phases = dict(zip(profile.call_sites["export"], profile.call_sites["phase"]))
+    hoisted = next(export for export, phase in phases.items() if phase == "initializer")
+    targets, _, skipped, share = select_targets(profile.exports, profile.call_sites, profile.artifacts, 5, None)
+    assert [t.export for t in targets] == [next(e for e, p in phases.items() if p == "run")]
+    assert share == pytest.approx(1.0)  # of the run's time, all of it in the tunable matmul
+    reason = next(t.reason for t in skipped if t.export == hoisted)
+    assert "initializer-only" in reason
+
+
+def test_a_config_that_loses_inside_the_program_is_rejected(work, tmp_path):
+    # Taken as an isolated winner (2x), a scalar config that is slower than the base build's: the
+    # per-config check builds the program with it, times the dispatch in both builds alternately
+    # under the HAL profiler, and drops it.
+    profile = load_profile(work["base"])
+    scalar = {"distribution": [16, 16, 0], "vector_common_parallel": [1, 1, 0], "vector_reduction": [0, 0, 1]}
+    choice = Choice(work["dispatch"], scalar, 2.0)
+    outcome = Outcome(work["dispatch"].export, 1.0, speedup=2.0, selected=True, dispatch=work["dispatch"])
+    missed, vmfb = check_applied(work["program"], profile.manifest["compiler"]["flags"],
+                                 write_tuning([choice], tmp_path / "tuning"), [choice], tmp_path / "build", 300)
+    assert missed == []
+    config = TuneConfig()
+    config.select.validate_rounds = 3
+    kept = validate_in_program(profile, [choice], [outcome], tmp_path, config, Console(quiet=True), vmfb)
+    assert kept == [] and not outcome.selected
+    assert outcome.program_speedup < 1 and outcome.program_ci_low < 1
+    assert "inside the program" in outcome.note
+
+
+def test_trials_of_earlier_dispatches_plan_the_first_batch_of_the_next(work, tmp_path):
+    # A history where configs with more workgroups were faster: saved, read back as another run
+    # would, its model ranks a new space's configs, and the XGBoost tuner's first batch follows it.
+    space = TileSpace(work["dispatch"])
+    workgroups = np.array([space.derived(point)["workgroups"] for point in space.points], dtype=float)
+    path = tmp_path / "history.npy"
+    History(path).add(space, list(range(len(space))), list(workgroups))
+    history = History(path)
+    assert len(history.rows) == len(space) and history.rows[:, -1].max() == 1.0
+    tuner = make_tuner("xgb", space, plan_size=4, prior=history.model(space))
+    first = tuner.next_batch(4)
+    assert np.mean(workgroups[first]) > np.median(workgroups)
+    assert History(tmp_path / "none.npy").model(space) is None  # no history: random first batch

@@ -5,13 +5,14 @@
    the output directory, so reruns are cheap), then each tuner is replayed against that table with
    several seeds: the number of trials it needs to reach 95% of the best throughput of the whole
    space. Target: the XGBoost tuner within 15% of the space; random search is the baseline.
-2. End to end, on examples/matmul_heavy.mlir: `tracelink profile`, `tracelink tune` (examples/tune.toml),
-   `tracelink profile` of the tuned build and `diff --rounds`, which runs both programs again
-   alternately (so both see the same machine load): the speedup of all dispatches per iteration with
-   its 95% interval from the per-round medians. Target: >= 1.3x with the interval above 1. For
-   reference also the whole program under iree-benchmark-module with and without the spec.
+2. End to end, on linalg_resnet18.mlir, clip_text_toy_f32 and examples/matmul_heavy.mlir: `tracelink
+   profile` and `tracelink tune` (its per-config and whole-program checks included), then the default
+   build, the flag baselines tune compiled (ukernels, data tiling, both) and the tuned build run
+   alternately (iree-benchmark-module, local-task): the tuned program's speedup over IREE's default and
+   over the best flag baseline, each with a 95 % interval from the per-round ratios. Target: >= 1.2x over
+   the default on at least one real model, never below 1.0 with confidence.
 
-Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-end-to-end]
+Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--workloads NAME ...]
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ from rich.console import Console
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.conftest import WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
+from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 from tracelink.tune.config import load_config  # noqa: E402
-from tracelink.tune.diff import diff_profiles  # noqa: E402
+from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool, progress_bar  # noqa: E402
+from tracelink.tune.rounds import alternate, summarize, time_program  # noqa: E402
+from tracelink.tune.run import build_baselines  # noqa: E402
 from tracelink.tune.space import TileSpace  # noqa: E402
 from tracelink.tune.tuners import make_tuner, search  # noqa: E402
 
@@ -52,7 +57,11 @@ func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x
 TARGET = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
           "--iree-llvmcpu-target-cpu=host"]
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
-APP_INPUTS = ("512x512xf32", "512x512xf32", "512xf32", "512x512xf32", "512xf32")  # matmul_heavy's @main
+WORKLOADS_E2E = {  # name: (program, (function, inputs, parameters))
+    "linalg_resnet18": (WORKLOADS / "linalg_resnet18.mlir", WORKLOAD_RUNS["linalg_resnet18"]),
+    "clip_text_toy_f32": (WORKLOADS / "clip_text_toy_f32.mlir", WORKLOAD_RUNS["clip_text_toy_f32"]),
+    "matmul_heavy": (REPO / "examples" / "matmul_heavy.mlir", ("main", [], [])),
+}
 
 
 def exhaustive_table(out: Path, console: Console) -> tuple[TileSpace, pd.DataFrame, float]:
@@ -133,89 +142,76 @@ def search_efficiency(out: Path, seeds: int, console: Console) -> None:
                   f"target: xgb <= 15% of the space -> {'met' if xgb <= 0.15 * len(space) else 'NOT met'}")
 
 
-def whole_app_rounds(program: Path, spec: Path, out: Path, rounds: int) -> dict[str, tuple[float, float, float]]:
-    """iree-benchmark-module on the whole program with and without the spec (local-task, the device the
-    profile uses), alternating in rounds; per clock, the median of the per-round ratios and its 95% CI."""
-    from tracelink.tune.measure import Timing
-
-    vmfbs = {}
-    for name, extra in (("base", []), ("tuned", [f"--iree-codegen-tuning-spec-path={spec}"])):
-        vmfbs[name] = out / f"app_{name}.vmfb"
-        subprocess.run([tool_path("iree-compile"), str(program), "-o", str(vmfbs[name]), *TARGET, *extra],
-                       check=True, capture_output=True)
-    inputs = [f"--input={shape}=1" for shape in APP_INPUTS]
-    samples: dict[tuple[str, str], list[float]] = {}
-    for _ in range(rounds):
-        for name, vmfb in vmfbs.items():
-            done = subprocess.run([tool_path("iree-benchmark-module"), f"--module={vmfb}", "--device=local-task",
-                                   "--function=main", *inputs, "--benchmark_repetitions=3",
-                                   "--benchmark_min_time=0.2s", "--benchmark_format=json"],
-                                  check=True, capture_output=True, text=True)
-            rows = [r for r in json.loads(done.stdout[done.stdout.find("{"):])["benchmarks"] if r["run_type"] == "iteration"]
-            for clock in ("real_time", "cpu_time"):
-                samples.setdefault((name, clock), []).append(float(np.median([r[clock] for r in rows])))
-    result = {}
-    for clock in ("real_time", "cpu_time"):
-        ratios = Timing([b / t for b, t in zip(samples[("base", clock)], samples[("tuned", clock)])])
-        result[clock] = (ratios.median, *ratios.ci())
-    return result
-
-
-def end_to_end(out: Path, repetitions: int, rounds: int, console: Console) -> None:
-    program = REPO / "examples" / "matmul_heavy.mlir"
-    first, spec = out / "e2e_base", out / "e2e_spec.mlir"
+def end_to_end(name: str, program: Path, run: tuple[str, list[str], list[str]], out: Path, args: argparse.Namespace,
+               console: Console) -> None:
+    """Profile, tune (in-program checks included), then time the default build, every flag baseline and
+    the tuned build alternately: the tuned program's speedup over IREE's default and over the best flag
+    baseline, each with the 95 % interval of the per-round ratios (see tracelink.tune.rounds)."""
+    function, inputs, parameters = run
+    base = out / f"e2e_{name}"
     started = time.perf_counter()
-    for command in (
-        ["profile", str(program), "-o", str(first), "--repetitions", str(repetitions)],
-        ["tune", str(first), "--config", str(CONFIG), "-o", str(spec)],
-    ):
-        done = subprocess.run([*TRACELINK, *command], capture_output=True, text=True)
-        if done.returncode != 0:
-            console.print(f"tracelink {command[0]} failed: {done.stderr.strip()}")
-            return
-        if command[0] == "tune":
-            console.print(done.stdout.strip())
+    run_profile(program, base, function=function, inputs=inputs, parameters=parameters, repetitions=args.repetitions)
+    done = subprocess.run([*TRACELINK, "tune", str(base), "--top", str(args.top), "--trials", str(args.trials),
+                           "--rounds", str(args.rounds)], capture_output=True, text=True)
+    console.print(done.stdout.strip() or done.stderr.strip().splitlines()[-1])
     console.print(f"profile + tune: {time.perf_counter() - started:.0f} s")
-    if not spec.exists():
-        console.print("no spec was written (no significantly faster config): end-to-end speedup 1.00x")
+    if done.returncode != 0:
         return
-    tuned = out / "e2e_tuned"
-    subprocess.run([*TRACELINK, "profile", str(program), "-o", str(tuned), "--repetitions", str(repetitions),
-                    "--tuning-spec", str(spec)], check=True, capture_output=True)
-    # Both programs run again alternately, so drifts of the machine's load hit both.
-    frame = diff_profiles(first, tuned, rounds=rounds, iterations=repetitions)
-    console.print(f"per source op (`tracelink diff --rounds {rounds}`, {repetitions} iterations per run):")
-    for row in frame.head(4).itertuples():
-        console.print(f"  {row.label}: {row.base_ns / 1e6:.3f} -> {row.tuned_ns / 1e6:.3f} ms, "
-                      f"{row.speedup:.2f}x (95% CI {row.ci_low:.2f}-{row.ci_high:.2f}), {row.verdict}")
-    total = frame.attrs["end_to_end"]
-    met = total["speedup"] >= 1.3 and total["ci_low"] > 1
-    console.print(f"end to end, {rounds} alternating rounds: {total['base_ns'] / 1e6:.3f} -> {total['tuned_ns'] / 1e6:.3f} ms "
-                  f"of dispatches per iteration, {total['speedup']:.2f}x (95% CI {total['ci_low']:.2f}-{total['ci_high']:.2f}), "
-                  f"{total['verdict']}; target >= 1.3x with the interval above 1 -> {'met' if met else 'NOT met'}"
-                  + (f"\n  warning: {total['load_warning']}" if total["load_warning"] else ""))
-    for clock, (speedup, low, high) in whole_app_rounds(program, spec, out, 2 * rounds + 2).items():
-        console.print(f"whole program, iree-benchmark-module local-task, {clock} ({2 * rounds + 2} paired rounds): "
-                      f"{speedup:.2f}x (95% CI {low:.2f}-{high:.2f})")
+    profile = load_profile(base)
+    shipped = (base / "tune" / "spec.mlir").exists() or (base / "tune" / "configurations").exists()
+    # tune builds the flag baselines only for its whole-program check, when it found something to check
+    baselines = base / "tune" / "baselines"
+    flag_builds = ({d.name: d / "app.vmfb" for d in sorted(baselines.glob("*")) if (d / "app.vmfb").exists()}
+                   if baselines.exists() else build_baselines(profile, baselines, 900.0))
+    builds = {"default": profile.artifacts / "app.vmfb", **flag_builds}
+    if shipped:
+        builds["tuned"] = base / "tune" / "spec_check" / "app.vmfb"
+    runs = [lambda _, v=v: time_program(v, function, run_inputs(profile), run_parameters(profile),
+                                        max(5, args.repetitions), 600.0) for v in builds.values()]
+    times = dict(zip(builds, alternate(runs, args.rounds)))
+    for build in builds:
+        if build != "default":
+            check = summarize(times["default"], times[build])
+            console.print(f"  {build} over IREE's default: {check['speedup']:.2f}x (95% CI {check['ci_low']:.2f}-"
+                          f"{check['ci_high']:.2f}), {check['verdict']}")
+    if not shipped:
+        console.print("  tune shipped no tuning (nothing significantly faster in the program): tuned = default, 1.00x")
+        return
+    flags = [b for b in builds if b not in ("default", "tuned")]
+    if flags:
+        best = min(flags, key=lambda b: float(np.median(times[b])))
+        check = summarize(times[best], times["tuned"])
+        console.print(f"  tuned over the best flag baseline ({best}): {check['speedup']:.2f}x (95% CI "
+                      f"{check['ci_low']:.2f}-{check['ci_high']:.2f}), {check['verdict']}")
+    over_default = summarize(times["default"], times["tuned"])
+    console.print(f"  target >= 1.2x over the default on a real model, never below 1.0 with confidence -> "
+                  f"{'below 1.0!' if over_default['ci_high'] < 1 else ('>= 1.2x' if over_default['speedup'] >= 1.2 else 'under 1.2x')}"
+                  + (f"\n  warning: {over_default['load_warning']}" if over_default["load_warning"] else ""))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "out" / "bench_tune")
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--repetitions", type=int, default=40, help="iterations of each end-to-end profile")
-    parser.add_argument("--rounds", type=int, default=6, help="alternating runs of each build")
+    parser.add_argument("--repetitions", type=int, default=10, help="iterations of each profile and timed run")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating rounds of each end-to-end comparison")
+    parser.add_argument("--top", type=int, default=3, help="dispatches tuned per program")
+    parser.add_argument("--trials", type=int, default=16, help="trials per dispatch (split by share)")
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS_E2E), help="end-to-end workloads to run")
     parser.add_argument("--skip-search", action="store_true")
-    parser.add_argument("--skip-end-to-end", action="store_true")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     console = Console(highlight=False)
     if not args.skip_search:
         console.rule("search efficiency (512^3 f32 matmul)")
         search_efficiency(args.out, args.seeds, console)
-    if not args.skip_end_to_end:
-        console.rule("end to end (examples/matmul_heavy.mlir)")
-        end_to_end(args.out, args.repetitions, args.rounds, console)
+    for name in args.workloads:
+        console.rule(f"end to end ({name})")
+        program, run = WORKLOADS_E2E[name]
+        try:
+            end_to_end(name, program, run, args.out, args, console)
+        except Exception as error:  # one workload failing is reported, the others go on
+            console.print(f"{name}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
 
 
 if __name__ == "__main__":

@@ -25,13 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     which = tune.add_mutually_exclusive_group()
     which.add_argument("--top", type=int, help="tune the K hottest tunable dispatches (default 3)")
     which.add_argument("--dispatch", help="tune only this dispatch function (export name)")
-    tune.add_argument("--trials", type=int, help="trials per dispatch (default 32)")
+    tune.add_argument("--trials", type=int, help="trials per dispatch on average, split by share of the run (default 32)")
     tune.add_argument("--tuner", choices=TUNER_NAMES, help="search strategy (default xgb)")
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
     tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
-                      "0: skip it)")
+                      "0: skip it and the per-config in-program check)")
     tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
     tune.set_defaults(handler=run_tune)
 
@@ -83,11 +83,13 @@ def run_tune(args: argparse.Namespace) -> int:
         if args.rounds < 0:
             raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
         config.select.program_rounds = args.rounds
+        if args.rounds == 0:
+            config.select.validate_rounds = 0
     profile = load_profile(args.profile)
     console = Console(stderr=True, highlight=False)
     try:
         with locked(args.profile):
-            outcomes, spec, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
+            outcomes, tuning, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)", markup=False)
@@ -102,25 +104,40 @@ def run_tune(args: argparse.Namespace) -> int:
                      f"{o.trials} of {o.space_size} configs tried, {o.failed} failed; "
                      f"{'in the spec' if o.selected else 'not in the spec'}")
         out.print(line)
+        if o.shared_with:
+            others = o.shared_with.split(";")
+            out.print(f"  the same config for {len(others)} more dispatch(es) with this root op: {', '.join(others)}",
+                      markup=False)
+        if not math.isnan(o.program_speedup):
+            out.print(f"  inside the program: {o.program_speedup:.2f}x (95% CI {o.program_ci_low:.2f}-{o.program_ci_high:.2f})")
         if o.note:
             out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
     if check is not None:
-        out.print(f"whole program with the spec: {check['verdict']}, {check['speedup']:.2f}x "
+        out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
+        for name, baseline in check["baselines"].items():
+            out.print(f"  flag baseline {name}: {baseline['verdict']}, {baseline['speedup']:.2f}x "
+                      f"(95% CI {_interval(baseline) or 'none'})")
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
-    if spec is None and check is not None:
-        out.print(f"the spec does not make the whole program significantly faster; no spec written (trials: {trials})")
-    elif spec is None:
+    if tuning is None and check is not None:
+        out.print(f"the tuning does not make the whole program significantly faster; no spec written (trials: {trials})")
+    elif tuning is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
     else:
-        out.print(f"tuning spec: {spec}  (trials: {trials})", markup=False)
-        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} --tuning-spec {spec}", markup=False)
+        if tuning.spec is not None:
+            out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
+        if tuning.configurations is not None:
+            out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
+        # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
+        how = " ".join(f"--tuning-spec {flag.split('=', 1)[1]}" if flag.startswith("--iree-codegen-tuning-spec-path=")
+                       else f"--compile-flag={flag}" for flag in tuning.flags())
+        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} {how}", markup=False)
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
-        print(dump(tune_document(outcomes, spec, check, trials)))
+        print(dump(tune_document(outcomes, tuning.spec if tuning else None, check, trials)))
     return 0
 
 

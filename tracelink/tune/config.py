@@ -18,10 +18,13 @@ from tracelink.tune.tuners import TUNERS
 @dataclass
 class SearchOptions:
     tuner: str = "xgb"
-    n_trial: int = 32  # trials per dispatch, the default config not counted
+    n_trial: int = 32  # trials per target on average (split by share), the default config not counted
     early_stopping: int = 16  # stop a dispatch after this many trials without a new best (0: never)
     batch_size: int = 8  # candidates compiled in parallel, and the cost model's re-fit interval
     seed: int = 0
+    # xgb: start each dispatch from a model of the trials of earlier dispatches on this machine, kept
+    # across runs in ~/.cache/tracelink/models/ (false: every dispatch starts from random trials)
+    transfer: bool = True
 
 
 @dataclass
@@ -35,6 +38,11 @@ class SelectOptions:
     # then time the whole program with and without the spec in this many alternating rounds and keep
     # the spec only when the 95 % interval of its end-to-end speedup lies above 1 (0: do not time)
     program_rounds: int = 10
+    baselines: bool = True  # time the flag baselines (ukernels, data tiling) in the same rounds
+    # before that, each config alone: the program built with it and the profiled build run alternately
+    # under the HAL profiler for this many rounds, and the config is kept only when the 95 % interval
+    # of its dispatch's in-program speedup lies above 1 (0: no per-config check)
+    validate_rounds: int = 5
 
 
 @dataclass

@@ -92,9 +92,10 @@ def run_exports(profile: Profile) -> list[str]:
     return [export for _, export in sites]
 
 
-def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float) -> Profile:
-    """Run the profile's compiled program again under the HAL collector; the profile with the new events."""
-    vmfb = profile.artifacts / "app.vmfb"
+def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, vmfb: Path | None = None) -> Profile:
+    """Run the profile's compiled program (or ``vmfb``, another build of it) again under the HAL collector;
+    the profile with the new events."""
+    vmfb = vmfb or profile.artifacts / "app.vmfb"
     if not vmfb.is_file():
         raise TracelinkError(f"{profile.directory}: no compiled program to run again ({vmfb} is missing); "
                              "use --rounds 0 to compare the recorded profiles")

@@ -43,10 +43,11 @@ FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout", "above_pea
 class MeasureOptions:
     """How candidates are measured; set in the ``[measure]`` table of the tune config."""
 
-    device: str = "local-sync"
-    # "cpu": process CPU time per dispatch (robust to other load on a shared machine: time spent
-    # preempted does not count; right for the single-threaded local-sync device); "wall": real time.
-    clock: str = "cpu"
+    # As the profiled program runs: local-task with IREE's default worker count (neither passes a
+    # topology flag), timed by the wall clock. "local-sync" with clock "cpu" (process CPU time, robust
+    # to other load on a shared machine) times one thread, which can rank configs differently.
+    device: str = "local-task"
+    clock: str = "wall"
     repetitions: int = 7
     repetition_seconds: float = 0.03  # --benchmark_min_time of each repetition
     batch_seconds: float = 0.005  # dispatches per command buffer: about this long
@@ -163,7 +164,9 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
         materialize(Path(benchmark), fields, Path(source))
     except TracelinkError as error:
         return f"candidate generation failed: {error}", time.perf_counter() - started
-    command = [tool_path("iree-compile"), source, "-o", vmfb]
+    # From the configured form on, as the program compiles it: the earlier phases would fold a
+    # convolution's unit batch loop again and drop its config (the executable is already configured).
+    command = [tool_path("iree-compile"), source, "--compile-from=executable-configurations", "-o", vmfb]
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired:

@@ -1,13 +1,16 @@
 """The machine's measured peak f32 throughput: no candidate can honestly run faster.
 
 A 128^3 f32 matmul (its operands stay in cache, so it is bound by the FMA units, not memory) is built
-from its dumped benchmark with IREE's default tile config and a few register-heavy alternatives, timed through the same harness as candidates (seeded inputs, the same
-device and clock), and the best GFLOP/s is the peak. It takes a few seconds and is cached per CPU
-model, compiler version, device and clock in ``$XDG_CACHE_HOME/tracelink/peak.json``.
+from its dumped benchmark with IREE's default tile config and a few register-heavy alternatives, timed through the same harness as candidates (seeded inputs),
+and the best GFLOP/s is the peak. It is always measured on one core by process CPU time (local-sync):
+time the process spends preempted does not count, so a busy machine does not lower it, and the bound
+for local-task is this peak times the cores. It takes a few seconds and is cached per CPU model and
+compiler version in ``$XDG_CACHE_HOME/tracelink/peak.json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -61,13 +64,14 @@ def machine_key(device: str, clock: str) -> str:
 
 
 def peak_gflops(options) -> float:
-    """The machine's peak f32 GFLOP/s under ``options`` (a MeasureOptions): cached, else measured."""
+    """The machine's peak f32 GFLOP/s on one core (``options``, a MeasureOptions, may set it by hand):
+    cached, else measured."""
     if options.peak_gflops > 0:
         return options.peak_gflops
-    path, key = cache_path(), machine_key(options.device, options.clock)
+    path, key = cache_path(), machine_key("local-sync", "cpu")
     cached = json.loads(path.read_text()) if path.is_file() else {}
     if key not in cached:
-        cached[key] = measure_peak(options)
+        cached[key] = measure_peak(dataclasses.replace(options, device="local-sync", clock="cpu"))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=2))
     return float(cached[key])

@@ -23,12 +23,14 @@ from tracelink import TracelinkError
 from tracelink.profile_dir import Profile
 from tracelink.atomic import write_text_atomic
 from tracelink.tune.config import TuneConfig
-from tracelink.tune.dispatch import Dispatch, check_source_form, config_fields, load_dispatch
-from tracelink.tune.diff import run_inputs, run_parameters
+from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
+from tracelink.tune.diff import rerun, run_inputs, run_parameters
+from tracelink.tune.model import History, history_path
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
+from tracelink.tune.peak import machine_key
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
-from tracelink.tune.spec import Choice, check_applied, write_spec
+from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, signature, write_tuning
 from tracelink.tune.tuners import make_tuner, search
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
@@ -60,6 +62,11 @@ class Outcome:
     ci_high: float = math.nan
     configuration: str = ""
     selected: bool = False
+    # the dispatch's speedup inside the whole program (per-config check; NaN: not checked)
+    program_speedup: float = math.nan
+    program_ci_low: float = math.nan
+    program_ci_high: float = math.nan
+    shared_with: str = ""  # other dispatches (same root op, own executable) given this config, ';'-separated
     note: str = ""
     fields: dict = field(default_factory=dict, repr=False)
     dispatch: Dispatch | None = field(default=None, repr=False)
@@ -84,21 +91,39 @@ def examine(row, artifacts: Path) -> Target:
             raise TracelinkError("no benchmark dump recorded")
         target.dispatch = load_dispatch(artifacts / row.benchmark_file)
         source = getattr(row, "source_file", None)
-        if isinstance(source, str) and source:
-            check_source_form(target.dispatch, artifacts / source)
+        if isinstance(source, str) and source and not spec_reaches(target.dispatch, artifacts / source):
+            target.dispatch.delivery = "configuration"
     except Exception as error:  # any failure to read one dispatch skips it with one line, never a traceback
         target.dispatch, target.reason = None, one_line(error)
     return target
 
 
-def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str | None) -> tuple[list[Target], list[Target], float]:
-    """(targets to tune, dispatches skipped with the reason, share of timed dispatch time that is tunable).
+def run_shares(exports: pd.DataFrame, call_sites: pd.DataFrame) -> pd.Series:
+    """Per export, its share of the dispatch time of the timed run's call sites.
 
-    Every dispatch is examined, hottest first, so the tunable share covers those beyond ``top`` too."""
+    One executable serves all of its call sites, so their times add up. Call sites of the initializer
+    phase run once at load: whatever a collector recorded of them is not run time, and an export only
+    they use gets 0. A profile without call-site phases keeps the exports table's share."""
+    if not {"export", "phase", "total_ns"} <= set(call_sites.columns):
+        return exports.set_index("export")["share"]
+    times = call_sites[call_sites["phase"] == "run"].groupby("export")["total_ns"].sum()
+    total = float(times.sum())
+    return pd.Series([float(times.get(export, 0.0)) / total if total else 0.0 for export in exports["export"]],
+                     index=exports["export"])
+
+
+def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: Path, top: int,
+                   name: str | None) -> tuple[list[Target], list[Target], list[Target], float]:
+    """(targets to tune, every tunable dispatch, dispatches skipped with the reason, share of timed
+    dispatch time that is tunable).
+
+    Dispatches are ranked by their share of the timed run (``run_shares``); every one is examined,
+    hottest first, so the tunable share covers those beyond ``top`` too."""
     needed = {"export", "benchmark_file", "share"}
     if not needed <= set(exports.columns):
         raise TracelinkError(f"{artifacts.parent}/exports.csv: missing column(s) {', '.join(sorted(needed - set(exports.columns)))}")
-    ranked = exports.sort_values("share", ascending=False)
+    exports = exports.assign(share=run_shares(exports, call_sites).to_numpy())
+    ranked = exports.sort_values("share", ascending=False, kind="stable")
     if name is not None:
         ranked = ranked[ranked["export"] == name]
         if ranked.empty:
@@ -111,7 +136,7 @@ def select_targets(exports: pd.DataFrame, artifacts: Path, top: int, name: str |
         reasons = "; ".join(f"{t.export}: {t.reason}" for t in skipped[:3]) or "the profile has no dispatches"
         more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
         raise TracelinkError(f"{artifacts.parent}: no tunable dispatch ({reasons}{more})")
-    return tunable[:top], skipped, float(sum(t.share for t in tunable))
+    return tunable[:top], tunable, skipped, float(sum(t.share for t in tunable))
 
 
 class TrialLog:
@@ -167,7 +192,22 @@ def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
     return last
 
 
-def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console) -> Outcome:
+def split_budget(targets: list[Target], per_target: int, floor: int) -> list[int]:
+    """Trials per target: ``per_target`` times the targets, split by their share of the run.
+
+    What tuning a dispatch can gain end to end is bounded by its share of the run, so, with no
+    measurement yet to tell which will improve more, the expected gain (Ansor's task scheduler's
+    criterion) is taken proportional to it; every target gets at least ``floor`` (one batch)."""
+    total = sum(t.share for t in targets)
+    if total <= 0:
+        return [per_target] * len(targets)
+    floor = min(floor, per_target)
+    return [max(floor, round(per_target * len(targets) * t.share / total)) for t in targets]
+
+
+def tune_dispatch(target: Target, trials_budget: int, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress,
+                  console: Console, history: History | None) -> Outcome:
+    """Search one dispatch's configs (``trials_budget`` trials), confirm the best; its trials join ``history``."""
     dispatch = target.dispatch
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
@@ -180,9 +220,11 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
     if not (earlier["tuner"] == "default").any():
         log.append([default])
     search_options = config.search
-    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=search_options.n_trial,
-                       plan_size=search_options.batch_size)
+    prior = history.model(space, search_options.seed) if history is not None else None
+    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=trials_budget,
+                       plan_size=search_options.batch_size, prior=prior)
     counter = [_resume(tuner, space, earlier)]
+    resumed = len(tuner.xs)
     trials: list[Trial] = []
 
     def measure(indices: list[int]) -> list[float]:
@@ -195,8 +237,9 @@ def tune_dispatch(target: Target, config: TuneConfig, workdir: Path, log: TrialL
         trials.extend(done)
         return [trial.gflops if trial.ok else 0.0 for trial in done]
 
-    result = search(tuner, measure, search_options.n_trial, search_options.batch_size,
-                    search_options.early_stopping or None)
+    result = search(tuner, measure, trials_budget, search_options.batch_size, search_options.early_stopping or None)
+    if history is not None:
+        history.add(space, tuner.xs[resumed:], tuner.ys[resumed:])
     outcome.trials = result.trials
     outcome.failed = sum(1 for y in tuner.ys if y <= 0)
     good = sorted((t for t in trials if t.ok), key=lambda t: t.timing.median)
@@ -250,24 +293,115 @@ def measurer_fields(trial: Trial) -> dict[str, list[int]]:
     return config_fields(ir.Attribute.parse(trial.configuration, ir.Context()))
 
 
-def check_in_program(profile: Profile, vmfb: Path, rounds: int, console: Console) -> dict:
-    """The whole program with the spec against the profiled build, timed alternately for ``rounds`` rounds."""
+# What a user would try first: IREE's whole-program options, timed next to the tuned build.
+FLAG_BASELINES = {
+    "ukernels": ["--iree-llvmcpu-enable-ukernels=all"],
+    "data-tiling": ["--iree-opt-data-tiling"],
+    "ukernels+data-tiling": ["--iree-llvmcpu-enable-ukernels=all", "--iree-opt-data-tiling"],
+}
+
+
+def build_baselines(profile: Profile, workdir: Path, timeout: float) -> dict[str, Path]:
+    """The program compiled with each flag baseline; one that does not compile is left out."""
+    program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
+    builds = {}
+    for name, extra in FLAG_BASELINES.items():
+        try:
+            builds[name] = compile_variant(program, flags, extra, workdir / name, timeout, " ".join(extra))
+        except TracelinkError:
+            continue
+    return builds
+
+
+def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, console: Console) -> dict[str, dict]:
+    """Each build of the whole program against the profiled build, all timed alternately for ``rounds`` rounds."""
     function, inputs, parameters = profile.summary["function"], run_inputs(profile), run_parameters(profile)
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
-            for v in (profile.artifacts / "app.vmfb", vmfb)]
-    with console.status(f"timing the program with and without the spec, {rounds} alternating rounds"):
-        base, tuned = alternate(runs, rounds)
+            for v in (profile.artifacts / "app.vmfb", *builds.values())]
+    with console.status(f"timing the program's builds ({', '.join(builds)}) against the profiled one, "
+                        f"{rounds} alternating rounds"):
+        base, *others = alternate(runs, rounds)
+    return {name: summarize(base, times) for name, times in zip(builds, others)}
+
+
+def dispatch_median(profile: Profile, exports: set[str]) -> float:
+    """Median over iterations of the time (ns) the dispatches ``exports`` take in one call of the program."""
+    events = profile.events.dropna(subset=["iteration"])
+    times = events[events["export"].isin(exports)].groupby("iteration")["duration_ns"].sum()
+    if times.empty:
+        raise TracelinkError(f"{profile.directory}: the rerun recorded no dispatch of {', '.join(sorted(exports))}")
+    return float(times.median())
+
+
+def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: int, directory: Path) -> dict:
+    """How much faster the dispatches ``exports`` run inside the program built as ``vmfb`` than in the
+    profiled build: both run alternately under the HAL profiler (other dispatches around them, the
+    program's device and threads), each round giving one median per build (see ``rounds.summarize``)."""
+    calls = max(5, int(profile.summary.get("repetitions", 10)))
+    runs = [lambda number, v=v, n=n: dispatch_median(rerun(profile, directory / f"{n}_{number}", calls, 600.0, vmfb=v), exports)
+            for v, n in ((None, "base"), (vmfb, "tuned"))]
+    base, tuned = alternate(runs, rounds)
     return summarize(base, tuned)
 
 
+def shared_choices(choices: list[Choice], tunable: list[Target]) -> list[Choice]:
+    """Each tuned config again for the other dispatches with the same root op (same signature) in an
+    executable of their own: IREE keeps executables apart when their fused ops differ (a residual add
+    after one of a network's identical convolutions), and a configured executable is substituted by
+    name. A spec matcher already reaches every such op, so this is for configured executables only."""
+    taken = {id(c.dispatch) for c in choices}
+    shared = []
+    for choice in sorted(choices, key=lambda c: -c.speedup):
+        if choice.dispatch.delivery != "configuration":
+            continue
+        key = signature(choice.dispatch)
+        for target in tunable:
+            if id(target.dispatch) not in taken and target.dispatch.delivery == "configuration" and signature(target.dispatch) == key:
+                taken.add(id(target.dispatch))
+                shared.append(Choice(target.dispatch, choice.fields, choice.speedup, owner=choice.dispatch))
+    return shared
+
+
+def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[Outcome], workdir: Path,
+                        config: TuneConfig, console: Console, merged: Path) -> list[Choice]:
+    """The choices whose dispatches are significantly faster inside the whole program; the others are
+    dropped with a note. Each tuned config is built alone with the dispatches sharing it (the merged
+    build ``merged`` serves when there is only one), so a config that wins in isolation but loses
+    among the program's other dispatches is caught."""
+    program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
+    groups: dict[int, list[Choice]] = {}
+    for choice in choices:
+        groups.setdefault(id(choice.owner or choice.dispatch), []).append(choice)
+    kept = []
+    for group in groups.values():
+        tuned = group[0].owner or group[0].dispatch
+        outcome = next(o for o in outcomes if o.dispatch is tuned)
+        where = workdir / "validate" / tuned.export
+        vmfb = merged
+        if len(groups) > 1:
+            _, vmfb = check_applied(program, flags, write_tuning(group, where), group, where / "build",
+                                    config.measure.compile_timeout_seconds)
+        exports = {c.dispatch.export for c in group}
+        with console.status(f"timing {tuned.export} inside the program, {config.select.validate_rounds} alternating rounds"):
+            check = in_program_speedup(profile, vmfb, exports, config.select.validate_rounds, where / "rounds")
+        outcome.program_speedup, outcome.program_ci_low, outcome.program_ci_high = check["speedup"], check["ci_low"], check["ci_high"]
+        if check["ci_low"] > 1:
+            kept += group
+        else:
+            outcome.selected = False
+            outcome.note = (f"{outcome.speedup:.2f}x alone, but {check['speedup']:.2f}x inside the program "
+                            f"(95% CI {check['ci_low']:.2f}-{check['ci_high']:.2f}, {check['rounds']} rounds): not kept")
+    return kept
+
+
 def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
-                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Path | None, dict | None]:
+                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Tuning | None, dict | None]:
     """Tune the profile's hottest tunable dispatches.
 
-    Returns the outcomes, the spec path (None: no gain) and the in-program check (None: not run)."""
+    Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run)."""
     manifest = profile.manifest
-    targets, skipped, tunable_share = select_targets(profile.exports, profile.artifacts, config.select.top, dispatch_name)
+    targets, tunable, skipped, tunable_share = select_targets(profile.exports, profile.call_sites, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
         console.print(f"[dim]skipped {escape(target.export)} ({target.share:.1%}): {escape(target.reason)}[/]", soft_wrap=True)
     console.print(f"tunable: {tunable_share:.1%} of the timed dispatch time; tuning {len(targets)} dispatch(es) "
@@ -281,17 +415,25 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     if unused:
         raise TracelinkError(f"{config.source}: [space] key(s) {', '.join(unused)} match no loop of the tuned dispatches")
     log = TrialLog(workdir / "trials.csv", resume)
+    budgets = split_budget(targets, config.search.n_trial, config.search.batch_size)
+    history = None
+    if config.search.tuner == "xgb" and config.search.transfer:
+        history = History(history_path(machine_key(config.measure.device, config.measure.clock)))
     outcomes: list[Outcome] = []
     pool = make_pool(config.measure.jobs)
     try:
         with progress_bar(console) as progress:
-            for target in targets:
+            for target, budget in zip(targets, budgets):
                 try:
-                    outcomes.append(tune_dispatch(target, config, workdir, log, pool, progress, console))
+                    outcomes.append(tune_dispatch(target, budget, config, workdir, log, pool, progress, console, history))
                 except Exception as error:  # one dispatch failing to tune is a note, the others go on
                     outcomes.append(Outcome(target.export, target.share, note=one_line(error)))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # an interrupt does not wait for compiles in flight
+        raise
+    # Waiting for the idle workers: left running, they race the interpreter's exit, which then prints
+    # a traceback from the pool's wake-up pipe.
+    pool.shutdown(wait=True)
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not any(o.configuration for o in outcomes):
         notes = "; ".join(o.note if o.note.startswith(o.export) else f"{o.export}: {o.note}" for o in outcomes)
@@ -301,41 +443,58 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
         return outcomes, None, None
-    output = Path(spec_path) if spec_path else None
-    spec_path = workdir / "spec.mlir"  # the user's -o is written only once the spec is final, and never deleted
-    write_spec(choices, spec_path)
+    for choice in shared_choices(choices, tunable):
+        choices.append(choice)
+        owner = next(o for o in outcomes if o.dispatch is choice.owner)
+        owner.shared_with = ";".join(filter(None, [owner.shared_with, choice.dispatch.export]))
+    output = Path(spec_path) if spec_path else None  # the user's -o is written only once the spec is final
+    tuning = write_tuning(choices, workdir)
     if not (config.select.check_spec and manifest.get("input")):
-        return outcomes, deliver(spec_path, output), None
-    missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
-                                 choices, workdir / "spec_check", config.measure.compile_timeout_seconds)
+        return outcomes, deliver(tuning, output), None
+    program, flags = Path(manifest["input"]), manifest.get("compiler", {}).get("flags", [])
+    timeout = config.measure.compile_timeout_seconds
+    missed, vmfb = check_applied(program, flags, tuning, choices, workdir / "spec_check", timeout)
     for choice in missed:
         for outcome in outcomes:
             if outcome.dispatch is choice.dispatch:
                 outcome.selected = False
-                outcome.note = "the tuning spec did not apply to this dispatch when compiling the program"
-    kept = [c for c in choices if c not in missed]
+                outcome.note = "the tuned config did not apply to this dispatch when compiling the program"
+            elif outcome.dispatch is choice.owner:
+                outcome.shared_with = ";".join(e for e in outcome.shared_with.split(";") if e != choice.dispatch.export)
+    unapplied = {id(c.dispatch) for c in missed}  # a config that missed its tuned dispatch is not shared either
+    kept = [c for c in choices if id(c.dispatch) not in unapplied and id(c.owner) not in unapplied]
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not kept:
-        spec_path.unlink()
+        tuning.remove()
         return outcomes, None, None
-    if missed:
-        write_spec(kept, spec_path)
-        missed, vmfb = check_applied(Path(manifest["input"]), manifest.get("compiler", {}).get("flags", []), spec_path,
-                                     kept, workdir / "spec_check", config.measure.compile_timeout_seconds)
+    dropped = False
+    if config.select.validate_rounds >= 2:
+        validated = validate_in_program(profile, kept, outcomes, workdir, config, console, vmfb)
+        pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+        if not validated:
+            tuning.remove()
+            return outcomes, None, None
+        dropped = len(validated) < len(kept)
+        kept = validated
+    if missed or dropped:
+        tuning = write_tuning(kept, workdir)
+        missed, vmfb = check_applied(program, flags, tuning, kept, workdir / "spec_check", timeout)
     if config.select.program_rounds < 2:
-        return outcomes, deliver(spec_path, output), None
-    check = check_in_program(profile, vmfb, config.select.program_rounds, console)
+        return outcomes, deliver(tuning, output), None
+    baselines = build_baselines(profile, workdir / "baselines", timeout) if config.select.baselines else {}
+    checks = check_in_program(profile, {"tuned": vmfb, **baselines}, config.select.program_rounds, console)
+    check = {**checks.pop("tuned"), "baselines": checks}
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
     if check["ci_low"] > 1:
-        return outcomes, deliver(spec_path, output), check
-    spec_path.unlink()  # a spec that does not speed the whole program up is not handed to the user
+        return outcomes, deliver(tuning, output), check
+    tuning.remove()  # a tuning that does not speed the whole program up is not handed to the user
     return outcomes, None, check
 
 
-def deliver(spec: Path, output: Path | None) -> Path:
-    """The final spec: copied (atomically) to the user's ``-o`` path when one was given."""
-    if output is None:
-        return spec
+def deliver(tuning: Tuning, output: Path | None) -> Tuning:
+    """The final tuning, its spec copied (atomically) to the user's ``-o`` path when one was given."""
+    if output is None or tuning.spec is None:
+        return tuning
     output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(output, spec.read_text())
-    return output
+    write_text_atomic(output, tuning.spec.read_text())
+    return Tuning(output, tuning.configurations)

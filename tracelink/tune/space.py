@@ -62,7 +62,9 @@ class SpaceOptions:
 
     max_ratio: int = 8  # candidate tiles lie within default / max_ratio .. default * max_ratio
     register_bytes: int = 2048  # accumulator (parallel vector tile) size limit: 32 x 512-bit registers
-    max_vector_bytes: int = 32768  # IREE rejects vector ops this large (512 native 64-byte vectors)
+    # IREE rejects vector ops of 512 native vectors or more; 0: 512 x the target's native_vector_size
+    # (16384 bytes with AVX2's 32-byte vectors, 32768 with AVX-512)
+    max_vector_bytes: int = 0
     l1_bytes: int = field(default_factory=lambda: _cache_bytes(1, 32 * 1024))
     l2_bytes: int = field(default_factory=lambda: _cache_bytes(2, 1024 * 1024))
     min_workgroups: int = field(default_factory=machine_cores)
@@ -242,7 +244,7 @@ class TileSpace:
         options = self.options
         if facts["register_bytes"] > options.register_bytes:
             return "register_bytes"
-        if facts["vector_bytes"] >= options.max_vector_bytes:
+        if facts["vector_bytes"] >= (options.max_vector_bytes or 512 * self.dispatch.native_vector_bytes):
             return "max_vector_bytes"
         if facts["l1_bytes"] > options.l1_bytes:
             return "l1_bytes"

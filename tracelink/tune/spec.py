@@ -1,14 +1,22 @@
-"""Emit one transform-dialect tuning spec for every tuned dispatch (``--iree-codegen-tuning-spec-path``).
+"""Hand tuned configs to the compiler: one transform-dialect tuning spec (``--iree-codegen-tuning-spec-path``),
+and configured executables for the dispatches a spec cannot reach.
 
 For each chosen config the spec has a matcher that recognises the root op by what it computes —
 contraction or convolution, element types, indexing maps and loop sizes — and yields a
 ``#iree_codegen.compilation_info`` (the tuned lowering config with the dispatch's pipeline); the
 entry point ``@__kernel_config`` applies every matcher with one ``transform.foreach_match``. Because
 matching is by computation, every dispatch of the program with the same root op gets the config.
+
+A root op that IREE rewrites after the spec ran (``Dispatch.delivery == "configuration"``) gets its
+config through ``--iree-hal-substitute-executable-configurations-from``: the dispatch's configured
+executable, with the tuned config on its root op, is written to ``configurations/<executable>.mlir``
+and replaces that executable after configuration. The substitution is by executable name, so it holds
+for this program as compiled with these flags, and serves every call site of the executable.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +26,7 @@ from iree.compiler import ir
 from tracelink import TracelinkError
 from tracelink.tools import run_tool, tool_path
 from tracelink.provenance.ir_utils import walk
+from tracelink.tune.candidates import set_root_config
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
 
 # Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
@@ -25,11 +34,13 @@ DUMP_FLAG_PREFIXES = (
     "--dump-compilation-phases-to",
     "--iree-hal-dump-executable-",
     "--iree-codegen-tuning-spec-path",
+    "--iree-hal-substitute-executable-",
     "--mlir-print-debuginfo",
     "--compile-to",
     "-o",
 )
 
+SUBSTITUTE_FLAG = "--iree-hal-substitute-executable-configurations-from"
 PARAM = "!transform.param<i64>"
 CONTRACTION_GROUPS = ("b", "m", "n", "k")
 CONVOLUTION_GROUPS = ("batch", "img", "oc", "filter", "ic", "depth", "strides", "dilations")
@@ -42,6 +53,7 @@ class Choice:
     dispatch: Dispatch
     fields: dict[str, list[int]]
     speedup: float = 1.0
+    owner: Dispatch | None = None  # the tuned dispatch whose config this one shares (None: tuned itself)
 
     @property
     def compilation_info(self) -> str:
@@ -136,6 +148,60 @@ def write_spec(choices: list[Choice], path: Path) -> Path:
     return path
 
 
+def write_configurations(choices: list[Choice], directory: Path) -> Path:
+    """Write ``<executable>.mlir`` for each choice: its configured executable with the tuned root config.
+
+    Of several choices for one executable, the one with the largest gain is kept."""
+    kept: dict[str, Choice] = {}
+    for choice in choices:
+        name = choice.dispatch.executable
+        if name not in kept or choice.speedup > kept[name].speedup:
+            kept[name] = choice
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, choice in kept.items():
+        module = ir.Module.parseFile(str(choice.dispatch.benchmark), ir.Context())
+        set_root_config(module, choice.fields)
+        executable = next(op for op in walk(module.operation) if op.name == "hal.executable")
+        if not executable.verify():
+            raise TracelinkError(f"{choice.dispatch.benchmark}: the executable with the tuned config does not verify")
+        (directory / f"{name}.mlir").write_text(str(executable) + "\n")
+    return directory
+
+
+@dataclass
+class Tuning:
+    """What `tune` hands over: a tuning spec, a directory of configured executables, or both."""
+
+    spec: Path | None = None
+    configurations: Path | None = None
+
+    def flags(self) -> list[str]:
+        """The iree-compile flags that apply it."""
+        flags = []
+        if self.spec is not None:
+            flags.append(f"--iree-codegen-tuning-spec-path={self.spec.resolve()}")
+        if self.configurations is not None:
+            flags.append(f"{SUBSTITUTE_FLAG}={self.configurations.resolve()}")
+        return flags
+
+    def remove(self) -> None:
+        if self.spec is not None:
+            self.spec.unlink(missing_ok=True)
+        if self.configurations is not None:
+            shutil.rmtree(self.configurations, ignore_errors=True)
+
+
+def write_tuning(choices: list[Choice], workdir: Path) -> Tuning:
+    """``workdir/spec.mlir`` for the choices a spec reaches, ``workdir/configurations/`` for the others.
+
+    What an earlier tune wrote there is removed first, so nothing stale is applied with the new result."""
+    Tuning(workdir / "spec.mlir", workdir / "configurations").remove()
+    by_spec = [c for c in choices if c.dispatch.delivery == "spec"]
+    substituted = [c for c in choices if c.dispatch.delivery != "spec"]
+    return Tuning(write_spec(by_spec, workdir / "spec.mlir") if by_spec else None,
+                  write_configurations(substituted, workdir / "configurations") if substituted else None)
+
+
 def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[int]]]]:
     """(indexing maps, lowering-config fields) of every configured root op in a compiled program."""
     roots = []
@@ -146,27 +212,40 @@ def configured_roots(module: ir.Module) -> list[tuple[list[str], dict[str, list[
     return roots
 
 
-def check_applied(program: Path, flags: list[str], spec: Path, choices: list[Choice], workdir: Path,
-                  timeout: float) -> tuple[list[Choice], Path]:
-    """Compile ``program`` with the spec; return the choices not applied and the compiled program.
+def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: Path, timeout: float, what: str) -> Path:
+    """Compile ``program`` with the profiled build's flags (without its dumps) and ``extra``: ``workdir/app.vmfb``.
 
-    A choice counts as applied when some root op of the dumped configured executables has its
-    indexing maps and exactly its config. The program (``workdir/app.vmfb``) is what the in-program
-    check times against the profiled build.
-    """
-    workdir.mkdir(parents=True, exist_ok=True)
-    vmfb, dump = workdir / "app.vmfb", workdir / "configured"
+    The command and the compiler's messages go to ``workdir/compile.log``; ``what`` names the variant in errors."""
+    if workdir.exists():
+        shutil.rmtree(workdir)  # dumps of an earlier build must not be read as this one's
+    workdir.mkdir(parents=True)
+    vmfb = workdir / "app.vmfb"
     kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
-    command = [tool_path("iree-compile"), str(program), *kept, f"--iree-codegen-tuning-spec-path={spec}",
-               f"--iree-hal-dump-executable-configurations-to={dump}", "-o", str(vmfb)]
+    command = [tool_path("iree-compile"), str(program), *kept, *extra, "-o", str(vmfb)]
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{program}: compiling with the tuning spec {spec} took over {timeout:g} s") from error
+        raise TracelinkError(f"{program}: compiling with {what} took over {timeout:g} s") from error
     (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)
     if done.returncode != 0:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-        raise TracelinkError(f"{spec}: the program {program} does not compile with this tuning spec: {first}")
-    roots = [root for path in sorted(dump.glob("configured_*.mlir"))
-             for root in configured_roots(ir.Module.parseFile(str(path), ir.Context()))]
+        raise TracelinkError(f"{what}: the program {program} does not compile with it: {first}")
+    return vmfb
+
+
+def check_applied(program: Path, flags: list[str], tuning: Tuning, choices: list[Choice], workdir: Path,
+                  timeout: float) -> tuple[list[Choice], Path]:
+    """Compile ``program`` with the tuning; return the choices not applied and the compiled program.
+
+    A choice counts as applied when some root op of the dumped executables has its indexing maps and
+    exactly its config: the configured dump shows what a spec set, the benchmark dump (written after
+    substitution) what a substituted executable brought. The program (``workdir/app.vmfb``) is what the
+    in-program checks time against the profiled build.
+    """
+    dump = workdir / "configured"
+    vmfb = compile_variant(program, flags, [*tuning.flags(), f"--iree-hal-dump-executable-configurations-to={dump}",
+                                            f"--iree-hal-dump-executable-benchmarks-to={dump}"],
+                           workdir, timeout, str(tuning.spec or tuning.configurations))
+    dumps = sorted(dump.glob("configured_*.mlir")) + sorted(dump.glob("*_benchmark.mlir"))
+    roots = [root for path in dumps for root in configured_roots(ir.Module.parseFile(str(path), ir.Context()))]
     return [c for c in choices if (c.dispatch.indexing_maps, c.fields) not in roots], vmfb

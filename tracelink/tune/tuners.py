@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelink import TracelinkError
-from tracelink.tune.model import CostModel
+from tracelink.tune.model import CostModel, TransferModel
 from tracelink.tune.space import TileSpace
 
 
@@ -109,7 +109,7 @@ class SAOptimizer:
         self.rng = np.random.default_rng(seed)
         self.points: np.ndarray | None = None
 
-    def find_maximums(self, model: CostModel, num: int, exclude: set[int]) -> list[int]:
+    def find_maximums(self, model: CostModel | TransferModel, num: int, exclude: set[int]) -> list[int]:
         space = self.space
         if self.points is None:
             self.points = self.rng.choice(len(space), size=self.parallel, replace=False)
@@ -158,13 +158,15 @@ class XGBTuner(Tuner):
 
     name = "xgb"
 
-    def __init__(self, space: TileSpace, seed: int = 0, plan_size: int = 8, epsilon: float = 0.1):
+    def __init__(self, space: TileSpace, seed: int = 0, plan_size: int = 8, epsilon: float = 0.1,
+                 prior: TransferModel | None = None):
         super().__init__(space, seed)
         self.model = CostModel(space, seed=seed)
         self.optimizer = SAOptimizer(space, seed=seed)
         self.plan_size = plan_size
         self.epsilon = epsilon
-        self.plan: list[int] = []
+        # before this dispatch's own measurements train the model, a model of earlier dispatches plans
+        self.plan: list[int] = self.optimizer.find_maximums(prior, plan_size * 2, set()) if prior else []
         self.trained_at = 0
 
     def _next(self) -> int:
@@ -185,14 +187,16 @@ class XGBTuner(Tuner):
 TUNERS = {"xgb": XGBTuner, "random": RandomTuner, "grid": GridTuner}
 
 
-def make_tuner(name: str, space: TileSpace, seed: int = 0, budget: int | None = None, plan_size: int = 8) -> Tuner:
-    """A tuner by name; ``budget`` spaces the grid, ``plan_size`` is the XGBoost tuner's re-fit interval."""
+def make_tuner(name: str, space: TileSpace, seed: int = 0, budget: int | None = None, plan_size: int = 8,
+               prior: TransferModel | None = None) -> Tuner:
+    """A tuner by name; ``budget`` spaces the grid, ``plan_size`` is the XGBoost tuner's re-fit interval,
+    ``prior`` the XGBoost tuner's model of earlier dispatches."""
     if name not in TUNERS:
         raise TracelinkError(f"unknown tuner '{name}' (choose one of: {', '.join(TUNERS)})")
     if name == "grid":
         return GridTuner(space, seed=seed, budget=budget)
     if name == "xgb":
-        return XGBTuner(space, seed=seed, plan_size=plan_size)
+        return XGBTuner(space, seed=seed, plan_size=plan_size, prior=prior)
     return TUNERS[name](space, seed=seed)
 
 
