@@ -7,9 +7,9 @@ from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
-from tracelink.onnx_import import import_onnx, is_onnx
+from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.outdir import OutputClaim, claim_output
-from tracelink.program_text import check_program_text
+from tracelink.compile.program_text import check_program_text
 
 COLLECTORS = ("hal", "tracy", "hook")
 # Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.

@@ -18,8 +18,8 @@ from rich.console import Console
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, source_line_table, source_op_table
-from tracelink.machine import machine_peaks
-from tracelink.utilization import call_site_utilization, op_and_line_utilization
+from tracelink.aggregate.machine import machine_peaks
+from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest

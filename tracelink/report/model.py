@@ -26,7 +26,7 @@ from tracelink.options import LIBRARY_GLOBS
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
 from tracelink.provenance.ir_utils import new_context
-from tracelink.utilization import UTILIZATION_COLUMNS
+from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import text_or_empty
 from tracelink.report.gains import Gains, gain_data
 from tracelink.report.sources import SourcePolicy

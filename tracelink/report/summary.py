@@ -1,6 +1,6 @@
 """The summary `tracelink profile` prints: hottest lines of the user's code, hottest dispatches, coverage.
 
-Each dispatch shows what bounds it and the first words of its next step (see :mod:`tracelink.utilization`).
+Each dispatch shows what bounds it and the first words of its next step (see :mod:`tracelink.aggregate.utilization`).
 Lines are ranked by self time in the user view (library frames folded into the user's line calling
 them), dispatches by their median × count (a robust total: one slow outlier cannot put a dispatch on
 top). Paths are shown relative to the files' common folder and cut from the left, so the line number

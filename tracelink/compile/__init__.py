@@ -16,7 +16,7 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
 from tracelink.outdir import ensure_inside
-from tracelink.program_text import check_program_text
+from tracelink.compile.program_text import check_program_text
 from tracelink.tools import ToolRun, compiler_version, tool_path
 
 TARGET_FLAGS = (
