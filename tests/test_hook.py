@@ -229,12 +229,17 @@ def test_local_sync_reused_dispatch_state_and_software_counters(program, tmp_pat
     assert set(counts.index) == set(program.call_site_exports) and counts.nunique() == 1 and counts.iloc[0] >= 5
     assert run.workgroups["tid"].nunique() == 1
 
-    # task-clock is the thread's CPU time around the same call: close to its wall time
-    # (a little above: it also covers a counter read), except for calls during which the
-    # (shared, loaded) machine preempted the thread.
+    # task-clock is the thread's CPU time around the same call: close to its wall time (a little
+    # above: it also covers a counter read), except for calls during which the (shared, loaded)
+    # machine preempted the thread. The read costs a few µs on a VM, so the ratio is only close to 1
+    # for calls much longer than that (the matmuls' ~50 µs, not the reduction's ~3 µs); every call's
+    # CPU time still covers it.
     ratio = run.workgroups["task-clock"].astype(float) / run.workgroups["duration_ns"]
-    assert ratio.between(0.9, 1.6).mean() > 0.8
-    assert 0.95 < ratio.median() < 1.3
+    long_calls = ratio[run.workgroups["duration_ns"] >= 20_000]
+    assert len(long_calls) >= 100
+    assert long_calls.between(0.9, 1.6).mean() > 0.8
+    assert 0.95 < long_calls.median() < 1.3
+    assert (ratio >= 0.9).mean() > 0.9
     # The first dispatches write fresh 256 KiB results: first-touch faults, one per 4 KiB
     # page (64 per buffer); the following iterations reuse the memory.
     faults = run.workgroups.groupby("dispatch")["page-faults"].sum().astype("int64")
