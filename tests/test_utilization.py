@@ -47,8 +47,8 @@ def test_flops_and_bytes_equal_hand_computed_values(costs):
 
 
 def test_one_workgroup_on_several_workers_is_parallelism_bound(costs):
-    if machine_peaks().workers < 2:
-        pytest.skip("one worker: a single workgroup uses the whole device")
+    # every machine of this project has 2 cores: local-task runs 2 workers, and one workgroup idles one
+    assert machine_peaks().workers >= 2
     site = site_at(costs, 28)
     assert site["workgroup_count"] == 1
     assert site["median_ns"] > 5_000  # long enough not to be overhead-bound
