@@ -16,6 +16,7 @@ import pytest
 from iree.compiler import ir
 
 from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
+from tracelink.profile_dir import load_profile
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
 REPETITIONS = 3
@@ -210,6 +211,8 @@ def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name)
 
 def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
     profile = profiles["onnx_light_squeezenet_nodelocs"]
+    assert load_profile(profile.directory).source_lines.empty  # no file:line anywhere: an empty table reads back
+    assert profile.source_ops.loc[profile.source_ops["total_ns"].idxmax(), "label"] == "n62"  # named by its node
     ops = profile.source_ops
     hot_kinds = set(ops.loc[ops["total_ns"] > 0, "op_kinds"].fillna("").str.split(", ").explode())
     assert {"onnx.Conv", "onnx.Relu"} <= hot_kinds

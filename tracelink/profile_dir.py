@@ -161,6 +161,7 @@ def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     if missing:
         raise TracelinkError(f"{path}: corrupt (missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)})")
     for column in frame.columns:
-        if (column in NUMERIC_COLUMNS or column.endswith(NUMERIC_SUFFIXES)) and not pd.api.types.is_numeric_dtype(frame[column]):
+        numeric = column in NUMERIC_COLUMNS or column.endswith(NUMERIC_SUFFIXES)
+        if numeric and len(frame) and not pd.api.types.is_numeric_dtype(frame[column]):  # an empty table has no types
             raise TracelinkError(f"{path}: corrupt (column {column} holds non-numbers)")
     return frame.fillna({c: "" for c in TEXT_COLUMNS if c in frame})

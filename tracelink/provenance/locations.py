@@ -60,8 +60,8 @@ class SourceLocation:
         Up to four positions are shown whole; a deeper stack shows its two innermost and its outermost,
         so two ops called through different middle frames still read differently where it matters.
         """
-        if not self.positions:
-            return self.frames[0] if self.frames else "unknown"
+        if not self.positions:  # located by a name only (an ONNX node): the name is the location
+            return self.name or (self.frames[0] if self.frames else "unknown")
         shown = [str(p) for p in self.positions]
         if len(shown) > 4:
             shown = [*shown[:2], "…", shown[-1]]

@@ -90,6 +90,8 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
                 pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
             )
         console.print(table)
+    if cover.get("dispatch_time_with_source_lines_share", 1.0) < 1.0 and not result.source_ops.empty:
+        print_hot_ops(result, console, iterations, top)
     dispatches = Table(title="Hottest dispatches (by median × count)", title_justify="left")
     # the export name carries the root op's kind and shape; numbers keep their width, the name is cut
     for column, width in (("#", 3), ("export", 0), ("median", 8), ("p90", 8), ("share", 6), ("noisy", 5), ("bound", 11), ("GFLOP/s", 7)):
@@ -115,3 +117,18 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         + "".join(f"\n  {count} {escape(reason)}" for reason, count in reasons.items())
         + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
     )
+
+
+def print_hot_ops(result: Profile, console: Console, iterations: int, top: int) -> None:
+    """Hottest source ops by self time: for locations with no file:line (ONNX node names), the only view."""
+    ops = result.source_ops
+    hot = ops[ops["total_ns"] > 0].sort_values("total_ns", ascending=False, kind="stable").head(top)
+    table = Table(title="Hottest source ops (self time; some ops are located by a name only)", title_justify="left")
+    table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=48)
+    for column, width in (("self", 6), ("per iter.", 9)):
+        table.add_column(column, justify="right", no_wrap=True, min_width=width)
+    table.add_column("kind", no_wrap=True, overflow="ellipsis", max_width=24)
+    for row in hot.itertuples():
+        kind = getattr(row, "op_kinds", "") or row.op_names
+        table.add_row(escape(str(row.label)), pct(row.share), ns(row.total_ns / iterations), escape(text_or_empty(kind)))
+    console.print(table)
