@@ -17,7 +17,7 @@ import pandas as pd
 from rich.console import Console
 
 from tracelink import TracelinkError, __version__
-from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, source_line_table, source_op_table
+from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
 from tracelink.aggregate.machine import machine_peaks
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
@@ -157,6 +157,7 @@ def assemble_profile(
         "total_dispatch_ns": total,
         "dispatch_ns_per_iteration": total / iterations if iterations else 0.0,
         "coverage": coverage(events, call_sites, graph),
+        **run_load(events),
         "library_frames": list(library_frames),
         "audit": audit_of(graph),
         "machine": machine.as_dict(),

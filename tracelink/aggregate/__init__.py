@@ -4,7 +4,8 @@ Statistics (``count, total_ns, mean_ns, median_ns, p10_ns, p90_ns, ci95_low_ns, 
 share, noisy``) are taken over single executions for call sites and exports, and over iterations (one
 call of the function) for source ops and source lines, whose time per iteration is the sum of what
 every call site credits them. The interval is a distribution-free 95 % CI of the median; ``noisy``
-flags a mean well above the median. ``share`` is the part of all dispatch time.
+flags a mean well above the median. ``share`` is the part of all dispatch time. :func:`run_load` flags
+a run whose iterations spread widely (the machine was busy with something else).
 
 Source lines get *self* time, as CPU profilers do: an op's time is split equally between the members
 of its fused location, and each member's part goes to its innermost frame's line, so self times of all
@@ -35,6 +36,9 @@ STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns",
 Z_975 = 1.959964
 # A group is flagged noisy when its mean exceeds its median by this factor (a few slow outliers).
 NOISY_MEAN_OVER_MEDIAN = 1.25
+# The run is flagged loaded when its slow iterations (p90 of the per-iteration dispatch time) take this
+# many times its fast ones (p10): the same work took that much longer, so something else used the cores.
+LOADED_ITERATION_SPREAD = 1.5
 
 
 def median_interval_ranks(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -287,3 +291,18 @@ def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) 
         "audit_counts": {key: len(value) for key, value in audit.items() if key != "reasons"},
         "audit_reasons": audit.get("reasons", {}),
     }
+
+
+def run_load(events: pd.DataFrame) -> dict:
+    """Whether the machine was loaded during the run, from the run-to-run spread of the iterations.
+
+    ``iteration_spread`` is p90 / p10 of the dispatch time of each iteration (every iteration runs the
+    same dispatches, so on a quiet machine it stays near 1); ``loaded`` is set above
+    :data:`LOADED_ITERATION_SPREAD`. With fewer than 2 timed iterations there is no spread (``None``).
+    """
+    timed = events.dropna(subset=["iteration"])
+    per_iteration = timed.groupby("iteration")["duration_ns"].sum().astype(float)
+    if len(per_iteration) < 2 or per_iteration.quantile(0.1) <= 0:
+        return {"iteration_spread": None, "loaded": False}
+    spread = float(per_iteration.quantile(0.9) / per_iteration.quantile(0.1))
+    return {"iteration_spread": spread, "loaded": spread > LOADED_ITERATION_SPREAD}

@@ -4,7 +4,7 @@ Each dispatch shows what bounds it and the first words of its next step (see :mo
 Lines are ranked by self time in the user view (library frames folded into the user's line calling
 them), dispatches by their median × count (a robust total: one slow outlier cannot put a dispatch on
 top). Paths are shown relative to the files' common folder and cut from the left, so the line number
-always shows.
+always shows. A run whose iterations spread widely (``loaded`` in the summary) gets one warning line.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
         + (f"; {initializer} more run once at load (not timed)" if initializer else "")
     )
+    if summary.get("loaded"):
+        console.print(
+            f"[yellow]warning:[/] the machine was loaded during the run: the slow iterations took "
+            f"{summary['iteration_spread']:.1f}× the fast ones (p90/p10), so times are inflated and noisy; profile again on a quieter machine"
+        )
     lines = result.source_lines
     if not lines.empty:
         hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
