@@ -1,26 +1,47 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
-The compute peak is the one :mod:`tracelink.tune.peak` measures through IREE (the best GFLOP/s of a
-cache-resident 128³ f32 matmul on one core, cached in ``~/.cache/tracelink/peak.json``) times the
-workers of IREE's ``local-task`` device (one per CPU the process may run on). The bandwidth is the
-best of a few numpy copies of a 256 MiB array (far larger than any cache), counting the bytes read and
-written; it is measured once per CPU model and cached in ``~/.cache/tracelink/machine.json``.
+Both are measured by tracelink itself in about a second, once per CPU model and worker count, and
+cached in ``~/.cache/tracelink/machine.json`` (with the CPU model):
+
+- the **compute peak** is the best GFLOP/s of a cache-resident 192³ f32 matmul on one core (numpy's
+  BLAS pinned to one thread in one child process per core, all at once, timed by the thread's CPU time
+  so time the machine gives to other processes does not count; the best core) times the workers of IREE's ``local-task`` device (one per
+  CPU the process may run on);
+- the **bandwidth** is the best of several rounds in which every worker copies its own 32 MiB array
+  at the same time (source and target together larger than any cache), counting the bytes read and
+  written; numpy releases the GIL while copying, so the threads run on all cores at once.
+
+Both time by CPU time of the measuring thread and keep the best of many tries, so they stay stable on
+a machine that other processes load.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
+import subprocess
+import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tracelink.tune.measure import MeasureOptions
-from tracelink.tune.peak import cache_path, cpu_model, peak_gflops
+from tracelink import TracelinkError
+from tracelink.tune.peak import cache_path, cpu_model
 from tracelink.tune.space import machine_cores
 
-STREAM_BYTES = 256 * 1024 * 1024
-STREAM_REPEATS = 5
+MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
+MATMUL_CPU_SECONDS = 0.3  # CPU time the matmul probe spends trying for a better time
+STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
+STREAM_ROUNDS = 60
+# Rounds are spread over about half a second: other processes' memory traffic comes and goes, and the
+# best round should fall in a quiet moment.
+ROUND_PAUSE_S = 0.005
+# Environment pinning numpy's BLAS (OpenBLAS, MKL or an OpenMP build) to one thread in the probe.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @dataclass(frozen=True)
@@ -41,26 +62,82 @@ class Machine:
         return asdict(self)
 
 
-def stream_bandwidth() -> float:
-    """GB/s of the best of a few copies of a 256 MiB float32 array (bytes read plus bytes written)."""
-    source = np.ones(STREAM_BYTES // 4, dtype=np.float32)
-    target = np.empty_like(source)
+def matmul_gflops_here(size: int, cpu_seconds: float) -> float:
+    """Best GFLOP/s of a ``size``³ f32 matmul in this thread, by its CPU time, over ``cpu_seconds`` of
+    tries (at most ten times that in wall time, on a machine busy with other work)."""
+    import time
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    left, right = rng.random((size, size), dtype=np.float32), rng.random((size, size), dtype=np.float32)
+    product = np.empty_like(left)
+    best, spent, deadline = float("inf"), 0.0, time.perf_counter() + 10 * cpu_seconds
+    while spent < cpu_seconds and time.perf_counter() < deadline:
+        started = time.thread_time()
+        np.matmul(left, right, out=product)
+        elapsed = time.thread_time() - started
+        spent += elapsed
+        if elapsed > 0:  # below the clock's resolution the try says nothing
+            best = min(best, elapsed)
+    return 2 * size**3 / best / 1e9
+
+
+def matmul_gflops_per_core(workers: int) -> float:
+    """One core's f32 matmul peak: :func:`matmul_gflops_here` in ``workers`` child processes at once (one
+    per core), each with its BLAS on one thread; the best of them (a core another process shares less).
+
+    The children run the function's own source with numpy alone, so they start in a fraction of a second.
+    """
+    probe = inspect.getsource(matmul_gflops_here) + f"\nprint(matmul_gflops_here({MATMUL_SIZE}, {MATMUL_CPU_SECONDS}))"
+    children = [subprocess.Popen([sys.executable, "-c", probe], env=os.environ | ONE_THREAD, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(workers)]
+    results = [child.communicate() + (child.returncode,) for child in children]
+    failed = next((err for _, err, code in results if code != 0), None)
+    if failed is not None:
+        raise TracelinkError(f"measuring the machine's compute peak failed: {failed.strip().splitlines()[-1:]}")
+    return max(float(out) for out, _, _ in results)
+
+
+def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
+    """GB/s of ``workers`` threads each copying its own 32 MiB float32 array at once (bytes read plus
+    written), the best of ``rounds`` rounds.
+
+    A round lasts as long as its slowest copy by that thread's CPU time, so a copy the scheduler
+    paused to run another process is not counted as slow.
+    """
+    sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
+    targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
     best = float("inf")
-    for _ in range(STREAM_REPEATS):
-        started = time.perf_counter()
-        np.copyto(target, source)
-        best = min(best, time.perf_counter() - started)
-    return 2 * STREAM_BYTES / best / 1e9
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in range(rounds):
+            start_together = threading.Barrier(workers)
+
+            def copy(worker: int, barrier: threading.Barrier = start_together) -> float:
+                barrier.wait()
+                started = time.thread_time()
+                np.copyto(targets[worker], sources[worker])
+                return time.thread_time() - started
+
+            best = min(best, max(pool.map(copy, range(workers))))
+            time.sleep(ROUND_PAUSE_S)
+    return 2 * STREAM_BYTES_PER_WORKER * workers / best / 1e9
+
+
+def measure_machine(workers: int) -> dict:
+    """A fresh measurement of both peaks (what :func:`machine_peaks` caches)."""
+    return {"cpu": cpu_model(), "workers": workers, "matmul_gflops_per_core": matmul_gflops_per_core(workers), "bandwidth_gbps": stream_bandwidth(workers)}
 
 
 def machine_peaks() -> Machine:
-    """This machine's peaks: cached per CPU model, measured on first use (a few seconds)."""
-    cpu = cpu_model()
+    """This machine's peaks: cached per CPU model and worker count, measured on first use (about a second)."""
+    workers = machine_cores()
+    key = f"{cpu_model()}|{workers} workers"
     path = cache_path().with_name("machine.json")
     cached = json.loads(path.read_text()) if path.is_file() else {}
-    if cpu not in cached:
-        cached[cpu] = {"bandwidth_gbps": stream_bandwidth()}
+    if key not in cached:
+        cached[key] = measure_machine(workers)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=2))
-    workers = machine_cores()
-    return Machine(cpu, workers, peak_gflops(MeasureOptions()) * workers, float(cached[cpu]["bandwidth_gbps"]))
+    entry = cached[key]
+    return Machine(entry["cpu"], workers, float(entry["matmul_gflops_per_core"]) * workers, float(entry["bandwidth_gbps"]))
