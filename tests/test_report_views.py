@@ -143,8 +143,8 @@ def test_trace_has_bounded_workgroup_slices_per_thread(hook):
     slices = [e for e in trace["traceEvents"] if e.get("cat") == "workgroup"]
     assert len(slices) == len(profile.workgroups) == trace["otherData"]["workgroup_events_total"]
     names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
-    threads = set(profile.workgroups["thread"].astype(str))
-    assert {names[e["tid"]] for e in slices} == {f"workgroups · {t}" for t in threads}
+    threads = set(zip(profile.workgroups["thread"].astype(str), profile.workgroups["tid"].astype(int)))
+    assert {names[e["tid"]] for e in slices} == {f"workgroups · {t} (tid {tid})" for t, tid in threads}
     first = min(slices, key=lambda e: e["ts"])
     assert set(EVENTS) <= set(first["args"]) and len(first["args"]["workgroup"]) == 3 and first["args"]["call_site"] is not None
     capped, counts = workgroup_slices(profile.workgroups, 100, limit=50)

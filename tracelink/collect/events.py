@@ -22,6 +22,7 @@ EVENT_SCHEMA: dict[str, str] = {
     "tile_count": "Int64",  # workgroup calls actually executed
     "tile_duration_sum_ns": "Int64",  # sum of per-workgroup durations (CPU time spent in tiles)
     "thread": "string",  # thread that ran (or issued) the dispatch, when known
+    "queue": "string",  # device queue the dispatch was submitted to, when known ("device 0 queue 0")
 }
 EVENT_COLUMNS: list[str] = list(EVENT_SCHEMA)
 

@@ -89,6 +89,7 @@ def hal_events(jsonl: Path, call_site_exports: Sequence[str]) -> pd.DataFrame:
             "collector": "hal", "export": r["key"], "start_ns": r["start_host_time_ns"] - origin,
             "duration_ns": r["duration_ns"], "workgroup_count": math.prod(r["workgroup_count"]),
             "tile_count": r.get("tile_count"), "tile_duration_sum_ns": r.get("tile_duration_sum_ns"),
+            "queue": f"device {r['physical_device_ordinal']} queue {r['queue_ordinal']}",
         }
         for r in dispatches
     ])

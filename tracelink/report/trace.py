@@ -1,16 +1,25 @@
 """The dispatch events of a profile as a Chrome trace (JSON), for ui.perfetto.dev and chrome://tracing.
 
-One process (the profiled function); one track per thread when the collector recorded threads, else one
-track per call site (named by call site and export, in execution order), plus an ``iterations`` track
-with one slice per call of the function. Each dispatch slice carries its provenance in ``args``: call
-site, export, executable, root op, workgroups, tiles, the source location that formed the dispatch,
-and the source ops and lines it computes. Times are microseconds; events without a start time are
-laid end to end in event order.
+One process (the profiled function) with these tracks, top to bottom:
 
-With the hook collector's per-workgroup table, each thread that ran workgroups also gets a
-``workgroups`` track: one slice per workgroup run (call site, export, workgroup id, iteration, CPU and
-counters in ``args``). At most ``MAX_WORKGROUP_EVENTS`` of them, the earliest; ``otherData`` says how
-many were kept of how many.
+- ``iterations``: one slice per call of the function;
+- the **queue** tracks: every dispatch execution once, in execution order, on the device queue it was
+  submitted to (``device 0 queue 0``, which the HAL collector records) or, when the collector records no
+  queue, on one track named after the threads that ran dispatches. Dispatches that ran at the same time
+  (the local-task runtime runs independent dispatches of a command buffer concurrently) go on extra
+  lanes of their queue (``· lane 2``), so slices on one track never overlap and none hides another;
+- **counter** tracks ``achieved GFLOP/s`` and ``achieved GB/s``: at every dispatch start and end, the
+  sum over the dispatches running then of their FLOPs (bytes) from the cost model ÷ their duration;
+- the **thread** tracks, named after the runtime's threads and their kernel ids where the collector
+  records them: with the hook collector each worker's workgroup runs (call site, export, workgroup id,
+  iteration, CPU and counters in ``args``), with the tracy collector each thread's dispatch zones of the
+  measured executions. At most ``MAX_WORKGROUP_EVENTS`` of them, the earliest; ``otherData`` says how
+  many were kept of how many.
+
+Each dispatch slice carries its provenance in ``args``: call site, export, executable, root op,
+workgroups, tiles, the source location that formed the dispatch, the source ops and lines it computes,
+its queue, the threads that ran it and its achieved rates. Times are microseconds; events without a
+start time are laid end to end in event order.
 """
 
 from __future__ import annotations
@@ -70,33 +79,83 @@ def with_start_times(events: pd.DataFrame) -> pd.DataFrame:
 def trace_events(profile: Profile) -> dict:
     """The Chrome trace object of a profile."""
     summary = profile.summary
-    events = with_start_times(profile.events) if not profile.events.empty else profile.events.assign(start=pd.Series(dtype=float))
-    args = call_site_args(profile)
-    threads = sorted(map(str, events["thread"].dropna().unique())) if not events.empty else []
+    events = timed_events(profile)
     name = f"{Path(str(summary.get('program', 'program'))).name} @{summary.get('function', '')}"
     trace: list[dict] = [
         metadata("process_name", ITERATION_TID, name=f"{name} ({summary.get('collector', '')} collector)"),
         metadata("thread_name", ITERATION_TID, name="iterations"),
         metadata("thread_sort_index", ITERATION_TID, sort_index=-1),
     ]
-    tids: dict = {}
-    if threads:  # one track per thread
-        for position, thread in enumerate(threads, start=1):
-            tids[thread] = position
-            trace.append(metadata("thread_name", position, name=f"thread {thread}"))
-    else:  # one track per call site, in execution order
-        for index in sorted(args):
-            tids[index] = index + 1
-            trace.append(metadata("thread_name", index + 1, name=f"#{index} {short_export(args[index]['export'])}"))
-            trace.append(metadata("thread_sort_index", index + 1, sort_index=index))
-    unmatched = max(tids.values(), default=0) + 1
+    tracks = queue_tracks(events)
+    for tid, track in enumerate(tracks, start=1):
+        trace.append(metadata("thread_name", tid, name=track))
+        trace.append(metadata("thread_sort_index", tid, sort_index=tid))
+    trace.extend(dispatch_slices(events, call_site_args(profile), {track: tid for tid, track in enumerate(tracks, start=1)}))
+    trace.extend(iteration_slices(events, str(summary.get("function", ""))))
+    trace.extend(rate_counters(events))
+    other = {"program": str(summary.get("program", "")), "function": str(summary.get("function", "")), "generator": "tracelink"}
+    first_thread_tid = len(tracks) + 1
+    if profile.workgroups is not None and not profile.workgroups.empty:
+        slices, counts = workgroup_slices(profile.workgroups, first_thread_tid)
+        trace.extend(slices)
+        other.update(counts)
+    elif profile.zones is not None and not events.empty:
+        slices, counts = zone_slices(profile.zones, events, first_thread_tid)
+        trace.extend(slices)
+        other.update(counts)
+    return {"traceEvents": trace, "displayTimeUnit": "ns", "otherData": other}
+
+
+def timed_events(profile: Profile) -> pd.DataFrame:
+    """The dispatch events in start order with ``start``/``end`` (ns), their ``track`` (queue and lane)
+    and their achieved ``gflops_s``/``gbytes_s`` (from the call site's FLOPs and bytes; 0 when unknown)."""
+    if profile.events.empty:
+        return profile.events.assign(start=pd.Series(dtype=float), end=pd.Series(dtype=float), track=pd.Series(dtype=str),
+                                     gflops_s=pd.Series(dtype=float), gbytes_s=pd.Series(dtype=float))
+    events = with_start_times(profile.events).sort_values("start", kind="stable").reset_index(drop=True)
+    durations = events["duration_ns"].astype("Float64").fillna(0).astype(float)
+    events["end"] = events["start"] + durations
+    events["track"] = track_names(events)
+    sites = profile.call_sites
+    for amount, rate in (("flops", "gflops_s"), ("bytes", "gbytes_s")):
+        per_site = sites.set_index("call_site")[amount].astype(float) if amount in sites else pd.Series(dtype=float)
+        done = events["call_site"].astype("Float64").map(per_site).astype(float).fillna(0.0)
+        events[rate] = (done / durations.where(durations > 0)).fillna(0.0)  # FLOP/ns is GFLOP/s
+    return events
+
+
+def queue_label(events: pd.DataFrame) -> pd.Series:
+    """The queue each event ran on, else the threads that ran the collector's dispatches."""
+    threads = sorted({name for names in events["thread"].dropna() for name in str(names).split(",")})
+    fallback = f"dispatches on {', '.join(threads)}" if threads else "dispatches"
+    return events["queue"].astype("string").fillna(fallback).astype(str)
+
+
+def track_names(events: pd.DataFrame) -> list[str]:
+    """Each event's track, for events in start order: its queue, with a lane number when it overlaps others."""
+    names = []
+    lane_ends: dict[str, list[float]] = {}  # queue -> when each of its lanes is free again
+    for queue, start, end in zip(queue_label(events), events["start"], events["end"]):
+        ends = lane_ends.setdefault(queue, [])
+        lane = next((k for k, free in enumerate(ends) if free <= start), len(ends))
+        if lane == len(ends):
+            ends.append(end)
+        else:
+            ends[lane] = end
+        names.append(queue if lane == 0 else f"{queue} · lane {lane + 1}")
+    return names
+
+
+def queue_tracks(events: pd.DataFrame) -> list[str]:
+    """The queue tracks in order: by queue, then lane."""
+    return sorted(set(events["track"]), key=lambda track: (track.split(" · lane ")[0], int(track.split(" · lane ")[1]) if " · lane " in track else 1))
+
+
+def dispatch_slices(events: pd.DataFrame, args: dict[int, dict], tids: dict[str, int]) -> list[dict]:
+    """One slice per dispatch execution on its queue track, with its provenance and what was measured."""
+    slices = []
     for row in events.itertuples(index=False):
         site = None if pd.isna(row.call_site) else int(row.call_site)
-        key = (None if pd.isna(row.thread) else str(row.thread)) if threads else site
-        tid = tids.get(key, unmatched)
-        if tid == unmatched and "unmatched" not in tids:
-            tids["unmatched"] = unmatched
-            trace.append(metadata("thread_name", unmatched, name="dispatches without a call site or thread"))
         export = "" if pd.isna(row.export) else str(row.export)
         provenance = args.get(site) if site is not None else None
         if provenance is None:
@@ -106,29 +165,68 @@ def trace_events(profile: Profile) -> dict:
             for field in ("iteration", "duration_ns", "workgroup_count", "tile_count", "tile_duration_sum_ns")
             if not pd.isna(getattr(row, field))
         }
-        trace.append({
+        ran_on = {
+            "queue": None if pd.isna(row.queue) else str(row.queue),
+            "threads": [] if pd.isna(row.thread) else str(row.thread).split(","),
+            "gflops_s": round(float(row.gflops_s), 3), "gbytes_s": round(float(row.gbytes_s), 3),
+        }
+        slices.append({
             "name": f"#{site} {short_export(export)}" if site is not None else (short_export(export) or "dispatch"),
-            "cat": "dispatch", "ph": "X", "pid": PID, "tid": tid,
-            "ts": round(float(row.start) / 1000.0, 3),
-            "dur": round(float(measured.get("duration_ns", 0)) / 1000.0, 3),
-            "args": {**provenance, **measured},
+            "cat": "dispatch", "ph": "X", "pid": PID, "tid": tids[row.track],
+            "ts": microseconds(row.start), "dur": microseconds(row.end - row.start),
+            "args": {**provenance, **measured, **ran_on},
         })
-    timed = events.dropna(subset=["iteration"]) if not events.empty else events
-    if not timed.empty:
-        ends = timed["start"] + timed["duration_ns"].fillna(0).astype(float)
-        spans = pd.DataFrame({"iteration": timed["iteration"].astype(int), "start": timed["start"], "end": ends}).groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
-        for iteration, span in spans.iterrows():
-            trace.append({
-                "name": f"iteration {iteration}", "cat": "iteration", "ph": "X", "pid": PID, "tid": ITERATION_TID,
-                "ts": round(float(span["start"]) / 1000.0, 3), "dur": round(float(span["end"] - span["start"]) / 1000.0, 3),
-                "args": {"iteration": int(iteration), "function": str(summary.get("function", ""))},
-            })
-    other = {"program": str(summary.get("program", "")), "function": str(summary.get("function", "")), "generator": "tracelink"}
-    if profile.workgroups is not None and not profile.workgroups.empty:
-        slices, counts = workgroup_slices(profile.workgroups, unmatched + 1)
-        trace.extend(slices)
-        other.update(counts)
-    return {"traceEvents": trace, "displayTimeUnit": "ns", "otherData": other}
+    return slices
+
+
+def iteration_slices(events: pd.DataFrame, function: str) -> list[dict]:
+    """One slice per iteration (call of the function), from its first dispatch start to its last end."""
+    timed = events.dropna(subset=["iteration"])
+    if timed.empty:
+        return []
+    spans = timed.assign(iteration=timed["iteration"].astype(int)).groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
+    return [
+        {
+            "name": f"iteration {iteration}", "cat": "iteration", "ph": "X", "pid": PID, "tid": ITERATION_TID,
+            "ts": microseconds(span["start"]), "dur": microseconds(span["end"] - span["start"]),
+            "args": {"iteration": int(iteration), "function": function},
+        }
+        for iteration, span in spans.iterrows()
+    ]
+
+
+def rate_counters(events: pd.DataFrame) -> list[dict]:
+    """Counter samples of the achieved GFLOP/s and GB/s: at every dispatch start and end, the sum of
+    the rates of the dispatches running from then on."""
+    if events.empty or not (events["gflops_s"].any() or events["gbytes_s"].any()):
+        return []
+    steps = pd.concat([
+        pd.DataFrame({"t": events["start"], "gflops_s": events["gflops_s"], "gbytes_s": events["gbytes_s"]}),
+        pd.DataFrame({"t": events["end"], "gflops_s": -events["gflops_s"], "gbytes_s": -events["gbytes_s"]}),
+    ]).groupby("t").sum().cumsum().clip(lower=0.0)  # the clip drops float residue (-1e-13) where all ended
+    return [
+        {"name": name, "cat": "rate", "ph": "C", "pid": PID, "ts": microseconds(t), "args": {"value": round(float(value), 3)}}
+        for column, name in (("gflops_s", "achieved GFLOP/s"), ("gbytes_s", "achieved GB/s"))
+        for t, value in steps[column].items()
+    ]
+
+
+def thread_track_names(frame: pd.DataFrame, kind: str, note: str) -> pd.Series:
+    """``kind · thread (tid N)`` for each row: the runtime's thread name and kernel thread id."""
+    names = frame["thread"].astype("string").fillna("?").astype(str)
+    tids = frame["tid"].astype("Int64").astype("string").fillna("?").astype(str) if "tid" in frame else pd.Series("?", index=frame.index)
+    return f"{kind} · " + names + " (tid " + tids + ")" + note
+
+
+def thread_tracks(track: pd.Series, first_tid: int) -> tuple[list[dict], dict[str, int]]:
+    """Metadata of one track per distinct thread track name, and their tids."""
+    out: list[dict] = []
+    tids: dict[str, int] = {}
+    for position, name in enumerate(sorted(track.unique())):
+        tids[name] = first_tid + position
+        out.append(metadata("thread_name", first_tid + position, name=name))
+        out.append(metadata("thread_sort_index", first_tid + position, sort_index=10_000 + position))
+    return out, tids
 
 
 def workgroup_slices(workgroups: pd.DataFrame, first_tid: int, limit: int = MAX_WORKGROUP_EVENTS) -> tuple[list[dict], dict]:
@@ -136,17 +234,12 @@ def workgroup_slices(workgroups: pd.DataFrame, first_tid: int, limit: int = MAX_
     counters = counter_names(workgroups)
     total = len(workgroups)
     kept = workgroups.sort_values("start_ns", kind="stable").head(limit).reset_index(drop=True)
-    threads = kept["thread"].astype("string").fillna("?")
     note = f" (earliest {limit} of {total} workgroup runs)" if total > limit else ""
-    out: list[dict] = []
-    tids: dict[str, int] = {}
-    for position, thread in enumerate(sorted(threads.unique())):
-        tids[thread] = first_tid + position
-        out.append(metadata("thread_name", first_tid + position, name=f"workgroups · {thread}{note}"))
-        out.append(metadata("thread_sort_index", first_tid + position, sort_index=10_000 + position))
+    track = thread_track_names(kept, "workgroups", note)
+    out, tids = thread_tracks(track, first_tid)
     sites = plain(kept["call_site"]) if "call_site" in kept else [None] * len(kept)
     iterations = plain(kept["iteration"]) if "iteration" in kept else [None] * len(kept)
-    exports, names = plain(kept["export"].astype("string").fillna("")), plain(threads)
+    exports, names = plain(kept["export"].astype("string").fillna("")), plain(track)
     ids = kept[["workgroup_x", "workgroup_y", "workgroup_z"]].to_numpy(dtype="int64").tolist()
     cpus, starts, durations = (plain(kept[c]) for c in ("cpu", "start_ns", "duration_ns"))
     values = {name: plain(kept[name]) for name in counters}
@@ -159,9 +252,40 @@ def workgroup_slices(workgroups: pd.DataFrame, first_tid: int, limit: int = MAX_
         out.append({
             "name": f"#{site} {short_export(export)}" if site is not None else short_export(export) or "workgroup",
             "cat": "workgroup", "ph": "X", "pid": PID, "tid": tids[names[row]],
-            "ts": round(starts[row] / 1000.0, 3), "dur": round(durations[row] / 1000.0, 3), "args": args,
+            "ts": microseconds(starts[row]), "dur": microseconds(durations[row]), "args": args,
         })
     return out, {"workgroup_events": len(kept), "workgroup_events_total": total, "workgroup_events_limit": limit}
+
+
+def zone_slices(zones: pd.DataFrame, events: pd.DataFrame, first_tid: int, limit: int = MAX_WORKGROUP_EVENTS) -> tuple[list[dict], dict]:
+    """One track per thread of the dispatch zones Tracy recorded inside the measured executions (the
+    earliest ``limit``), each with the call site and iteration of its execution; and how many were kept."""
+    executions = events.dropna(subset=["export"]).assign(export=lambda e: e["export"].astype(str))
+    dispatch = zones[zones["name"].astype(str).isin(set(executions["export"]))]
+    dispatch = dispatch.assign(export=dispatch["name"].astype(str), start=dispatch["start_ns"].astype(float)).sort_values("start", kind="stable")
+    # the execution of a zone: the last one of its export that started before it, if the zone lies inside it
+    placed = pd.merge_asof(dispatch, executions[["export", "start", "end", "call_site", "iteration"]].sort_values("start"),
+                           on="start", by="export", direction="backward")
+    inside = placed[placed["start"].le(placed["end"]) & placed["end"].notna()]
+    total = len(inside)
+    kept = inside.head(limit).reset_index(drop=True)
+    note = f" (earliest {limit} of {total} dispatch zones)" if total > limit else ""
+    track = thread_track_names(kept, "dispatch zones", note)
+    out, tids = thread_tracks(track, first_tid)
+    for row, name in zip(kept.itertuples(index=False), track):
+        site = None if pd.isna(row.call_site) else int(row.call_site)
+        out.append({
+            "name": f"#{site} {short_export(row.export)}", "cat": "zone", "ph": "X", "pid": PID, "tid": tids[name],
+            "ts": microseconds(row.start_ns), "dur": microseconds(0 if pd.isna(row.duration_ns) else row.duration_ns),
+            "args": {"call_site": site, "export": row.export, "iteration": None if pd.isna(row.iteration) else int(row.iteration),
+                     "thread": str(row.thread), "tid": int(row.tid)},
+        })
+    return out, {"zone_events": len(kept), "zone_events_total": total, "zone_events_limit": limit}
+
+
+def microseconds(ns: float) -> float:
+    """A time in ns as the trace's microseconds (ns precision kept)."""
+    return round(float(ns) / 1000.0, 3)
 
 
 def plain(column: pd.Series) -> list:
