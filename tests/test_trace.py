@@ -20,7 +20,7 @@ from tests.conftest import EXAMPLES, run_profile
 from tracelink.collect.events import make_events
 from tracelink.collect.hook import read_hook_file
 from tracelink.collect.tracy import read_capture
-from tracelink.report.trace import track_names, write_trace
+from tracelink.report.trace import lanes, write_trace
 
 COLLECTORS = ("hal", "tracy", "hook")
 
@@ -134,7 +134,7 @@ def test_overlapping_dispatches_go_on_extra_lanes_of_their_queue():
         {"export": "e", "start_ns": 0, "duration_ns": 10, "queue": "device 0 queue 1"},  # another queue
     ])
     events = events.assign(start=events["start_ns"].astype(float), end=(events["start_ns"] + events["duration_ns"]).astype(float))
-    assert track_names(events) == ["device 0 queue 0", "device 0 queue 0 · lane 2", "device 0 queue 0 · lane 3", "device 0 queue 0", "device 0 queue 1"]
+    assert lanes(events, events["queue"]) == [0, 1, 2, 0, 0]
 
 
 def test_rewritten_trace_of_an_old_profile_without_queues(traces, tmp_path):

@@ -107,15 +107,17 @@ def trace_events(profile: Profile) -> dict:
 
 
 def timed_events(profile: Profile) -> pd.DataFrame:
-    """The dispatch events in start order with ``start``/``end`` (ns), their ``track`` (queue and lane)
-    and their achieved ``gflops_s``/``gbytes_s`` (from the call site's FLOPs and bytes; 0 when unknown)."""
+    """The dispatch events in start order with ``start``/``end`` (ns), their queue (``queue_label``),
+    ``lane`` and ``track`` (the queue, with the lane when not the first), and their achieved ``gflops_s``/``gbytes_s`` (from the call site's FLOPs and bytes; 0 when unknown)."""
     if profile.events.empty:
-        return profile.events.assign(start=pd.Series(dtype=float), end=pd.Series(dtype=float), track=pd.Series(dtype=str),
-                                     gflops_s=pd.Series(dtype=float), gbytes_s=pd.Series(dtype=float))
+        return profile.events.assign(start=pd.Series(dtype=float), end=pd.Series(dtype=float), queue_label=pd.Series(dtype=str),
+                                     lane=pd.Series(dtype=int), track=pd.Series(dtype=str), gflops_s=pd.Series(dtype=float), gbytes_s=pd.Series(dtype=float))
     events = with_start_times(profile.events).sort_values("start", kind="stable").reset_index(drop=True)
     durations = events["duration_ns"].astype("Float64").fillna(0).astype(float)
     events["end"] = events["start"] + durations
-    events["track"] = track_names(events)
+    events["queue_label"] = queue_label(events)
+    events["lane"] = lanes(events, events["queue_label"])
+    events["track"] = [queue if lane == 0 else f"{queue} · lane {lane + 1}" for queue, lane in zip(events["queue_label"], events["lane"])]
     sites = profile.call_sites
     for amount, rate in (("flops", "gflops_s"), ("bytes", "gbytes_s")):
         per_site = sites.set_index("call_site")[amount].astype(float) if amount in sites else pd.Series(dtype=float)
@@ -131,24 +133,25 @@ def queue_label(events: pd.DataFrame) -> pd.Series:
     return events["queue"].astype("string").fillna(fallback).astype(str)
 
 
-def track_names(events: pd.DataFrame) -> list[str]:
-    """Each event's track, for events in start order: its queue, with a lane number when it overlaps others."""
-    names = []
+def lanes(events: pd.DataFrame, queues: pd.Series) -> list[int]:
+    """Each event's lane in its queue (0 first), for events in start order: the first lane free by its
+    start, so events on one lane never overlap."""
+    out = []
     lane_ends: dict[str, list[float]] = {}  # queue -> when each of its lanes is free again
-    for queue, start, end in zip(queue_label(events), events["start"], events["end"]):
+    for queue, start, end in zip(queues, events["start"], events["end"]):
         ends = lane_ends.setdefault(queue, [])
         lane = next((k for k, free in enumerate(ends) if free <= start), len(ends))
         if lane == len(ends):
             ends.append(end)
         else:
             ends[lane] = end
-        names.append(queue if lane == 0 else f"{queue} · lane {lane + 1}")
-    return names
+        out.append(lane)
+    return out
 
 
 def queue_tracks(events: pd.DataFrame) -> list[str]:
     """The queue tracks in order: by queue, then lane."""
-    return sorted(set(events["track"]), key=lambda track: (track.split(" · lane ")[0], int(track.split(" · lane ")[1]) if " · lane " in track else 1))
+    return events.drop_duplicates("track").sort_values(["queue_label", "lane"])["track"].tolist()
 
 
 def dispatch_slices(events: pd.DataFrame, args: dict[int, dict], tids: dict[str, int]) -> list[dict]:
