@@ -1,18 +1,17 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
-Both are measured by tracelink itself in about a second, once per CPU model and worker count, and
+Both are measured by tracelink itself in one to two seconds, once per CPU model and worker count, and
 cached in ``~/.cache/tracelink/machine.json`` (with the CPU model):
 
 - the **compute peak** is the best GFLOP/s of a cache-resident 192³ f32 matmul on one core (numpy's
-  BLAS pinned to one thread in one child process per core, all at once, timed by the thread's CPU time
-  so time the machine gives to other processes does not count; the best core) times the workers of IREE's ``local-task`` device (one per
-  CPU the process may run on);
+  BLAS pinned to one thread, in one child process per core, all at once; the best core) times the
+  workers of IREE's ``local-task`` device (one per CPU the process may run on);
 - the **bandwidth** is the best of several rounds in which every worker copies its own 32 MiB array
   at the same time (source and target together larger than any cache), counting the bytes read and
   written; numpy releases the GIL while copying, so the threads run on all cores at once.
 
-Both time by CPU time of the measuring thread and keep the best of many tries, so they stay stable on
-a machine that other processes load.
+Both time by the measuring thread's CPU time (time the machine gives to other processes does not
+count) and keep the best of many tries, so they stay stable on a machine that other processes load.
 """
 
 from __future__ import annotations
@@ -130,7 +129,7 @@ def measure_machine(workers: int) -> dict:
 
 
 def machine_peaks() -> Machine:
-    """This machine's peaks: cached per CPU model and worker count, measured on first use (about a second)."""
+    """This machine's peaks: cached per CPU model and worker count, measured on first use (1–2 s)."""
     workers = machine_cores()
     key = f"{cpu_model()}|{workers} workers"
     path = cache_path().with_name("machine.json")
