@@ -1,7 +1,7 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
-Both are measured by tracelink itself in one to two seconds, once per CPU model and worker count, and
-cached in ``~/.cache/tracelink/machine.json`` (with the CPU model):
+Both are measured by tracelink itself in a few seconds (2–4 s on a loaded 2-core VM), once per CPU
+model and worker count, and cached in ``~/.cache/tracelink/machine.json`` (with the CPU model):
 
 - the **compute peak** is the best GFLOP/s of a cache-resident 192³ f32 matmul on one core (numpy's
   BLAS pinned to one thread, in one child process per core, all at once; the best core) times the
@@ -33,7 +33,7 @@ from tracelink.tune.peak import cache_path, cpu_model
 from tracelink.tune.space import machine_cores
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
-MATMUL_CPU_SECONDS = 0.3  # CPU time the matmul probe spends trying for a better time
+MATMUL_CPU_SECONDS = 0.15  # CPU time the matmul probe spends trying for a better time
 STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
 STREAM_ROUNDS = 60
 # Rounds are spread over about half a second: other processes' memory traffic comes and goes, and the
@@ -129,7 +129,7 @@ def measure_machine(workers: int) -> dict:
 
 
 def machine_peaks() -> Machine:
-    """This machine's peaks: cached per CPU model and worker count, measured on first use (1–2 s)."""
+    """This machine's peaks: cached per CPU model and worker count, measured on first use (a few seconds)."""
     workers = machine_cores()
     key = f"{cpu_model()}|{workers} workers"
     path = cache_path().with_name("machine.json")
