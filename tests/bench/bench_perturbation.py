@@ -3,15 +3,18 @@
 For each program, the dispatch time per iteration that `tracelink profile --collector C` records (its
 profile.json, warm-up dropped) is compared with the same compiled program run alone: the bare
 `iree-benchmark-module` under IREE's HAL profiler, started by this script with no tracelink process
-around it (the baseline). Runs alternate (standalone, then each collector) for a few rounds and the
-printed ratio is of the medians. Target: ≤ 1.03× for the HAL collector. The Tracy and hook collectors
-change the build or the runtime (Tracy-enabled tools, system-library executables, per-workgroup hooks),
-so their ratios are their overhead.
+around it (the baseline). Each run is long enough (≥ ~0.3 s of dispatches) that the first slow
+iterations after the warm-up do not decide the mean. Rounds alternate the order (standalone first, then
+last) so a drift in machine load hits both sides alike; each round gives one paired ratio per collector,
+and the printed figure is the median of those ratios with their range. Target: ≤ 1.03× for the HAL
+collector. The Tracy and hook collectors change the build or the runtime (Tracy-enabled tools,
+system-library executables, per-workgroup hooks), so their ratios are their overhead.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -26,8 +29,9 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events  # noqa: E402
 
-REPETITIONS = 20
-ROUNDS = 3
+ROUNDS = 5
+RUN_DISPATCH_NS = 3e8  # dispatch time per run: enough iterations that start-up effects average out
+MIN_REPETITIONS, MAX_REPETITIONS = 20, 3000
 COLLECTORS = ("hal", "tracy", "hook")
 PROGRAMS = {
     "attention": (REPO / "examples" / "attention.mlir", [], []),
@@ -36,45 +40,57 @@ PROGRAMS = {
 }
 
 
-def recorded(program: Path, out: Path, collector: str, inputs: list[str], parameters: list[str]) -> dict:
+def recorded(program: Path, out: Path, collector: str, inputs: list[str], parameters: list[str], repetitions: int) -> dict:
     """Run `tracelink profile` as a user does; its profile.json."""
-    command = [str(Path(sys.executable).parent / "tracelink"), "profile", str(program), "-o", str(out), f"--repetitions={REPETITIONS}",
+    command = [str(Path(sys.executable).parent / "tracelink"), "profile", str(program), "-o", str(out), f"--repetitions={repetitions}", "--force",
                f"--collector={collector}", *(f"--input={i}" for i in inputs), *(f"--parameters={p}" for p in parameters)]
     subprocess.run(command, check=True, capture_output=True)
     return json.loads((out / "profile.json").read_text())
 
 
-def standalone(vmfb: Path, summary: dict, parameters: list[str], exports: list[str], work: Path) -> float:
-    """Dispatch ns per iteration of the bare benchmark under the HAL profiler, warm-up dropped."""
+def standalone(vmfb: Path, summary: dict, parameters: list[str], exports: list[str], work: Path, repetitions: int) -> float:
+    """Dispatch ns per iteration of the bare benchmark under the HAL profiler, warm-up dropped as tracelink does."""
     work.mkdir(parents=True, exist_ok=True)
-    command = benchmark_command(vmfb, summary["function"], summary["inputs"], parameters, REPETITIONS + 1) + [
+    warmup = int(summary["warmup"])
+    command = benchmark_command(vmfb, summary["function"], summary["inputs"], parameters, warmup + repetitions) + [
         f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={work / 'run.ireeprof'}",
     ]
     subprocess.run(command, check=True, capture_output=True)
     events = hal_events(export_bundle(work, 600.0), exports)
-    timed = events[events["iteration"] >= 1]
-    return float(timed["duration_ns"].sum()) / REPETITIONS
+    timed = events[events["iteration"] >= warmup]
+    return float(timed["duration_ns"].sum()) / repetitions
+
+
+def repetitions_for(ns_per_iteration: float) -> int:
+    """Repetitions giving about ``RUN_DISPATCH_NS`` of dispatch time per run."""
+    return min(MAX_REPETITIONS, max(MIN_REPETITIONS, math.ceil(RUN_DISPATCH_NS / max(ns_per_iteration, 1.0))))
 
 
 def main() -> None:
-    print(f"recorded / standalone dispatch time per iteration ({REPETITIONS} repetitions, median of {ROUNDS} alternating rounds)")
+    print(f"recorded / standalone dispatch time per iteration: median of {ROUNDS} paired rounds (range), order alternating")
     for name, (program, inputs, parameters) in PROGRAMS.items():
         with tempfile.TemporaryDirectory() as work_dir:
             work = Path(work_dir)
-            base = recorded(program, work / "hal0", "hal", inputs, parameters)  # compiles, generates the inputs
+            probe = recorded(program, work / "hal0", "hal", inputs, parameters, MIN_REPETITIONS)  # compiles, generates the inputs
+            repetitions = repetitions_for(probe["dispatch_ns_per_iteration"])
             calls = pd.read_csv(work / "hal0" / "call_sites.csv")
             exports = list(calls.loc[calls["phase"] == "run", "export"])
             vmfb = work / "hal0" / "artifacts" / "app.vmfb"
             alone: list[float] = []
-            by_collector: dict[str, list[float]] = {c: [] for c in COLLECTORS}
+            ratios: dict[str, list[float]] = {c: [] for c in COLLECTORS}
             for round_index in range(ROUNDS):
-                alone.append(standalone(vmfb, base, parameters, exports, work / f"alone{round_index}"))
+                order = ["alone", *COLLECTORS]
+                measured: dict[str, float] = {}
+                for side in order if round_index % 2 == 0 else order[::-1]:
+                    if side == "alone":
+                        measured[side] = standalone(vmfb, probe, parameters, exports, work / f"alone{round_index}", repetitions)
+                    else:
+                        measured[side] = recorded(program, work / side, side, inputs, parameters, repetitions)["dispatch_ns_per_iteration"]
+                alone.append(measured["alone"])
                 for collector in COLLECTORS:
-                    summary = recorded(program, work / collector, collector, inputs, parameters)
-                    by_collector[collector].append(summary["dispatch_ns_per_iteration"])
-            reference = statistics.median(alone)
-            ratios = "  ".join(f"{c} {statistics.median(v) / reference:4.2f}x" for c, v in by_collector.items())
-            print(f"{name:28s} standalone {reference / 1e3:9.1f} µs/iter   {ratios}   (target hal <= 1.03x)", flush=True)
+                    ratios[collector].append(measured[collector] / measured["alone"])
+            shown = "  ".join(f"{c} {statistics.median(v):4.2f}x ({min(v):.2f}-{max(v):.2f})" for c, v in ratios.items())
+            print(f"{name:28s} {repetitions:5d} reps, standalone {statistics.median(alone) / 1e3:9.1f} µs/iter   {shown}   (target hal <= 1.03x)", flush=True)
 
 
 if __name__ == "__main__":
