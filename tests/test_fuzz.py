@@ -119,10 +119,9 @@ def test_hook_record_reader(profile_dir: Path, flips, cut) -> None:
             pass
 
 
-@pytest.fixture(scope="module")
-def tracy_stream(tmp_path_factory) -> bytes:
-    """The decompressed stream of a small synthetic capture (zones, a message)."""
-    path = tmp_path_factory.mktemp("tracy") / "seed.tracy"
+def small_capture_stream(directory: Path) -> bytes:
+    """The decompressed stream of a small synthetic capture (zones, a message), written in ``directory``."""
+    path = directory / "seed.tracy"
     zone, where = tracy_synth.Zone, tracy_synth.SourceLocation
     tracy_synth.write_capture(
         path, {(1, "main"): [zone(1, 10, 90, [zone(2, 20, 30), zone(3, 40, 50)]), zone(1, 100, 200)], (2, "w"): [zone(3, 15, 25)]},
@@ -130,6 +129,11 @@ def tracy_stream(tmp_path_factory) -> bytes:
         messages=[tracy_synth.Message(7, 50, "hi", 1)],
     )
     return b"".join(iter_blocks(open_container(path)))
+
+
+@pytest.fixture(scope="module")
+def tracy_stream(tmp_path_factory) -> bytes:
+    return small_capture_stream(tmp_path_factory.mktemp("tracy"))
 
 
 @FUZZ
