@@ -26,7 +26,7 @@ FORMAT_VERSION = 1
 # Everything a profile run (and tune / diff / report on it) writes at the top of the directory.
 OWNED = (
     "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv",
-    "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "workgroups.parquet",
+    "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz", "workgroups.parquet",
     "zones.parquet", "diff.csv", "diff.json",
 )
 
