@@ -151,3 +151,24 @@ def test_tracy_container_and_decoder(tracy_stream: bytes, flips, cut, compressio
             read_capture(path)
         except TracelinkError:
             pass
+
+
+def test_hook_record_with_a_clock_beyond_any_run_is_refused(profile_dir: Path, tmp_path: Path) -> None:
+    """Found by ``make fuzz``: a damaged calibration made ns-per-tick huge, and the reader cast the
+    resulting times to int64 garbage (numpy's invalid-cast warning) instead of refusing the file."""
+    from tracelink.collect.hook import _CALIBRATION, _CHUNK, _PREAMBLE, _Chunk
+
+    data = bytearray(next((profile_dir / "artifacts" / "hook").glob("*.tlhk")).read_bytes())
+    offset, damaged_pairs = _PREAMBLE.size, 0
+    while offset + _CHUNK.size <= len(data):
+        tag, length = _CHUNK.unpack_from(data, offset)
+        if tag in (_Chunk.RECORDS, _Chunk.END):
+            ticks, _ = _CALIBRATION.unpack_from(data, offset + _CHUNK.size)
+            _CALIBRATION.pack_into(data, offset + _CHUNK.size, ticks, 2**64 - 1)
+            damaged_pairs += 1
+        offset += _CHUNK.size + length
+    assert damaged_pairs
+    path = tmp_path / "hook-1.tlhk"
+    path.write_bytes(bytes(data))
+    with pytest.raises(TracelinkError, match="hook-1.tlhk: corrupt hook record file \\(clock values out of range\\)"):
+        read_hook_records(path)
