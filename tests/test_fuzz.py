@@ -1,7 +1,7 @@
 """Fuzzing the readers of untrusted bytes: only a one-line ``TracelinkError`` may come out of them.
 
-Bounded for ``make test``; ``make fuzz`` runs the same properties with many more examples
-(``TRACELINK_FUZZ_EXAMPLES``) and prints hypothesis' statistics, each failure with its input.
+Bounded for ``make test`` (``TRACELINK_FUZZ_EXAMPLES`` examples per property, 60 by default);
+``make fuzz`` runs a million inputs through the same readers with ``tests/fuzz_mass.py``.
 """
 
 from __future__ import annotations
