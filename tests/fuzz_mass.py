@@ -7,12 +7,17 @@ huge numbers) of a real seed — a hook record file and the profile directory of
 start-up, a small Tracy capture and the head of a real one from ``/work/shared/fixtures`` — or, for
 locations, a random location tree (names with arbitrary bytes, call-site chains up to 1,500 deep) or a
 mutated location of a shared workload. Each goes through the same reader or normaliser the hypothesis
-tests call. Anything but a one-line ``TracelinkError`` is unexpected; the first unexpected input of
-each target is saved (with its traceback) under ``--failures``.
+tests call (a damaged profile-directory file through the reader ``load_profile`` uses for it).
+Anything but a one-line ``TracelinkError`` is unexpected, numpy's overflow and invalid-cast warnings
+too (a reader computing garbage); the first unexpected input of each target is saved (with its
+traceback and the command replaying it) under ``--failures``.
 
 Inputs are spread over worker processes in chunks; input ``i`` of a target depends only on ``--seed``,
-the target and ``i``, so ``--target T --first i --inputs 1`` replays it. Locations are parsed many per
-module (one module per batch); a batch that fails is bisected down to the inputs that fail alone.
+the target and ``i``, so ``--target T --first i --inputs 1`` replays it. What costs per call rather than
+per input is batched: locations are parsed a hundred per module, hook record files parsed one by one are
+then read together as a run's directory. A refusal naming one input of a batch (its line, its file)
+drops that input and the rest is read again; any other failure is bisected down to the inputs failing
+alone. Scratch files live in /dev/shm.
 
     python -m tests.fuzz_mass --inputs 1000000
 """
@@ -30,7 +35,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
