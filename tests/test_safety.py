@@ -278,12 +278,12 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
     line = error_line(run_cli("tune", str(elsewhere_profile), "--trials", "1", "-o", str(mine)))
     assert "notes.mlir: exists and was not written by tracelink" in line
     assert mine.read_text() == "my own notes\n"
-    directory = tmp_path / "adir"
-    directory.mkdir()
-    assert "not a regular file" in error_line(run_cli("tune", str(elsewhere_profile), "--trials", "1", "-o", str(directory)))
+    from tracelink import TracelinkError
     from tracelink.outdir import refuse_foreign_file
     from tracelink.tune.spec import SPEC_HEADER
 
+    with pytest.raises(TracelinkError, match="not a regular file"):
+        refuse_foreign_file(tmp_path, SPEC_HEADER)
     earlier = tmp_path / "spec.mlir"  # a spec an earlier `tracelink tune` wrote may be replaced
     earlier.write_text(f"{SPEC_HEADER}: pass it to iree-compile with\nmodule {{}}\n")
     refuse_foreign_file(earlier, SPEC_HEADER)
