@@ -28,11 +28,11 @@ test: setup browser
 bench: setup browser
 	$(BIN)/python tests/bench/run_all.py
 
-# The fuzz properties of tests/test_fuzz.py with many more inputs each (FUZZ_EXAMPLES); a failure
-# prints the input that raised something other than a one-line error.
-FUZZ_EXAMPLES ?= 20000
+# FUZZ_INPUTS mutated inputs through the readers of untrusted bytes, over every core (tests/fuzz_mass.py):
+# a table per target; the first input that raised anything but a one-line error is saved under tests/_output/fuzz/failures.
+FUZZ_INPUTS ?= 1000000
 fuzz: setup
-	TRACELINK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py --hypothesis-show-statistics -p no:cacheprovider
+	$(BIN)/python -m tests.fuzz_mass --inputs $(FUZZ_INPUTS)
 
 clean:
 	rm -rf $(VENV) out build *.egg-info tracelink/libtracelink_hook.so tests/_output

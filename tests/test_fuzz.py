@@ -1,7 +1,7 @@
 """Fuzzing the readers of untrusted bytes: only a one-line ``TracelinkError`` may come out of them.
 
-Bounded for ``make test``; ``make fuzz`` runs the same properties with many more examples
-(``TRACELINK_FUZZ_EXAMPLES``) and prints hypothesis' statistics, each failure with its input.
+Bounded for ``make test`` (``TRACELINK_FUZZ_EXAMPLES`` examples per property, 60 by default);
+``make fuzz`` runs a million inputs through the same readers with ``tests/fuzz_mass.py``.
 """
 
 from __future__ import annotations
@@ -119,10 +119,9 @@ def test_hook_record_reader(profile_dir: Path, flips, cut) -> None:
             pass
 
 
-@pytest.fixture(scope="module")
-def tracy_stream(tmp_path_factory) -> bytes:
-    """The decompressed stream of a small synthetic capture (zones, a message)."""
-    path = tmp_path_factory.mktemp("tracy") / "seed.tracy"
+def small_capture_stream(directory: Path) -> bytes:
+    """The decompressed stream of a small synthetic capture (zones, a message), written in ``directory``."""
+    path = directory / "seed.tracy"
     zone, where = tracy_synth.Zone, tracy_synth.SourceLocation
     tracy_synth.write_capture(
         path, {(1, "main"): [zone(1, 10, 90, [zone(2, 20, 30), zone(3, 40, 50)]), zone(1, 100, 200)], (2, "w"): [zone(3, 15, 25)]},
@@ -130,6 +129,11 @@ def tracy_stream(tmp_path_factory) -> bytes:
         messages=[tracy_synth.Message(7, 50, "hi", 1)],
     )
     return b"".join(iter_blocks(open_container(path)))
+
+
+@pytest.fixture(scope="module")
+def tracy_stream(tmp_path_factory) -> bytes:
+    return small_capture_stream(tmp_path_factory.mktemp("tracy"))
 
 
 @FUZZ
@@ -147,3 +151,24 @@ def test_tracy_container_and_decoder(tracy_stream: bytes, flips, cut, compressio
             read_capture(path)
         except TracelinkError:
             pass
+
+
+def test_hook_record_with_a_clock_beyond_any_run_is_refused(profile_dir: Path, tmp_path: Path) -> None:
+    """Found by ``make fuzz``: a damaged calibration made ns-per-tick huge, and the reader cast the
+    resulting times to int64 garbage (numpy's invalid-cast warning) instead of refusing the file."""
+    from tracelink.collect.hook import _CALIBRATION, _CHUNK, _PREAMBLE, _Chunk
+
+    data = bytearray(next((profile_dir / "artifacts" / "hook").glob("*.tlhk")).read_bytes())
+    offset, damaged_pairs = _PREAMBLE.size, 0
+    while offset + _CHUNK.size <= len(data):
+        tag, length = _CHUNK.unpack_from(data, offset)
+        if tag in (_Chunk.RECORDS, _Chunk.END):
+            ticks, _ = _CALIBRATION.unpack_from(data, offset + _CHUNK.size)
+            _CALIBRATION.pack_into(data, offset + _CHUNK.size, ticks, 2**64 - 1)
+            damaged_pairs += 1
+        offset += _CHUNK.size + length
+    assert damaged_pairs
+    path = tmp_path / "hook-1.tlhk"
+    path.write_bytes(bytes(data))
+    with pytest.raises(TracelinkError, match="hook-1.tlhk: corrupt hook record file \\(clock values out of range\\)"):
+        read_hook_records(path)

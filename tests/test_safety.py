@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -189,3 +194,166 @@ def test_a_crashing_tool_is_reported_as_a_crash_with_its_log(tmp_path):
     run = ToolRun(["sh", "-c", "echo banner; kill -SEGV $$"], tmp_path / "run.log", "iree-benchmark-module on app.vmfb")
     with pytest.raises(TracelinkError, match=r"crashed \(SIGSEGV\); its output is in .*run\.log"):
         run.wait(30)
+
+
+ELSEWHERE = "/home/someone/proj"  # where the exporting machine kept the model's source; absent here
+MODEL_LINES = ["import torch", "", "y = torch.matmul(a, b)  # the distinctive line of model.py", ""]
+
+
+@pytest.fixture(scope="module")
+def elsewhere_profile(tmp_path_factory) -> Path:
+    """A profile of a program whose matmul is located in ``ELSEWHERE/model.py``, a file not on this machine."""
+    base = tmp_path_factory.mktemp("elsewhere")
+    source = base / "exported.mlir"
+    source.write_text(program("exported", matmuls=2, loc=f' loc("mm"("{ELSEWHERE}/model.py":3:1))'))
+    done = subprocess.run([*TRACELINK, "profile", str(source), "-o", str(base / "out"), "--repetitions", "2"],
+                          capture_output=True, text=True, cwd=base)
+    assert done.returncode == 0, done.stderr
+    return base / "out"
+
+
+def local_copy_of_model(directory: Path) -> Path:
+    """``directory/proj/model.py``: the model's source as checked out on this machine."""
+    (directory / "proj").mkdir()
+    (directory / "proj" / "model.py").write_text("\n".join(MODEL_LINES))
+    return directory / "proj"
+
+
+def test_source_map_finds_sources_named_by_another_machine(elsewhere_profile, tmp_path):
+    report = (elsewhere_profile / "report.html").read_text()
+    assert f"{ELSEWHERE}/model.py: not found on this machine" in report and "--source-map" in report
+    assert MODEL_LINES[2] not in report
+    local = local_copy_of_model(tmp_path)
+    copy = tmp_path / "copy"
+    shutil.copytree(elsewhere_profile, copy)
+    done = run_cli("report", str(copy), "--source-map", f"{ELSEWHERE}={local}")
+    assert done.returncode == 0, done.stderr
+    report = (copy / "report.html").read_text()
+    assert MODEL_LINES[2] in report and f"{ELSEWHERE}/model.py: not found" not in report
+    assert f"{ELSEWHERE}/model.py" in report  # the recorded path is what the report shows
+    # given to `profile`, the map is kept with the profile, so a later `tracelink report` uses it too
+    program_copy = tmp_path / "exported.mlir"
+    shutil.copy(Path(load_summary(elsewhere_profile)["program"]), program_copy)
+    out = tmp_path / "mapped"
+    done = run_cli("profile", str(program_copy), "-o", str(out), "--repetitions", "1", "--source-map", f"{ELSEWHERE}/={local}")
+    assert done.returncode == 0, done.stderr
+    assert MODEL_LINES[2] in (out / "report.html").read_text()
+    assert run_cli("report", str(out)).returncode == 0 and MODEL_LINES[2] in (out / "report.html").read_text()
+
+
+def test_source_map_keeps_the_allowed_roots(elsewhere_profile, tmp_path):
+    """A map onto a directory makes that directory a root, and no other: a link out of it is still refused."""
+    local = local_copy_of_model(tmp_path)
+    (local / "model.py").unlink()
+    (local / "model.py").symlink_to("/etc/passwd")
+    copy = tmp_path / "copy"
+    shutil.copytree(elsewhere_profile, copy)
+    assert run_cli("report", str(copy), "--source-map", f"{ELSEWHERE}={local}").returncode == 0
+    report = (copy / "report.html").read_text()
+    assert Path("/etc/passwd").read_text().splitlines()[0] not in report
+    assert f"{ELSEWHERE}/model.py: outside the allowed source roots" in report
+    assert "expected OLD=NEW" in run_cli("report", str(copy), "--source-map", "no-equals-sign").stderr
+
+
+def load_summary(directory: Path) -> dict:
+    return json.loads((directory / "profile.json").read_text())
+
+
+def test_no_sources_embeds_neither_sources_nor_executable_dumps(elsewhere_profile, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(elsewhere_profile, copy)
+    dump = next(path for path in (copy / "artifacts" / "executables").glob("*.mlir") if not path.name.startswith("configured_")).read_text()
+    distinctive = "hal.interface.binding.subspan"
+    assert distinctive in dump and distinctive in (copy / "report.html").read_text()  # embedded by default
+    assert run_cli("report", str(copy), "--no-sources").returncode == 0
+    report = (copy / "report.html").read_text()
+    assert distinctive not in report and "%zero = arith.constant" not in report
+    assert "executable source not embedded (--no-sources)" in report
+    assert "artifacts/executables/*.mlir (executable sources dumped by iree-compile): sources not embedded (--no-sources)" in report
+
+
+def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_path):
+    mine = tmp_path / "notes.mlir"
+    mine.write_text("my own notes\n")
+    line = error_line(run_cli("tune", str(elsewhere_profile), "--trials", "1", "-o", str(mine)))
+    assert "notes.mlir: exists and was not written by tracelink" in line
+    assert mine.read_text() == "my own notes\n"
+    from tracelink import TracelinkError
+    from tracelink.outdir import refuse_foreign_file
+    from tracelink.tune.spec import SPEC_HEADER
+
+    with pytest.raises(TracelinkError, match="not a regular file"):
+        refuse_foreign_file(tmp_path, SPEC_HEADER)
+    earlier = tmp_path / "spec.mlir"  # a spec an earlier `tracelink tune` wrote may be replaced
+    earlier.write_text(f"{SPEC_HEADER}: pass it to iree-compile with\nmodule {{}}\n")
+    refuse_foreign_file(earlier, SPEC_HEADER)
+
+
+def test_a_profile_written_before_the_marker_is_replaced_without_force(elsewhere_profile, tmp_path):
+    from tracelink import TracelinkError
+    from tracelink.outdir import MARKER, claim_output
+
+    older = tmp_path / "older"
+    shutil.copytree(elsewhere_profile, older)
+    (older / MARKER).unlink()  # as tracelink wrote it before the marker existed
+    source = tmp_path / "b.mlir"
+    source.write_text(program("b", matmuls=1))
+    done = run_cli("profile", str(source), "-o", str(older), "--repetitions", "1")
+    assert done.returncode == 0, done.stderr
+    assert load_summary(older)["program"] == str(source) and (older / MARKER).is_file()
+    assert {p.name.split(".")[0] for p in (older / "artifacts" / "phases").iterdir()} == {"b"}
+    (older / MARKER).write_text('{"format": 0}\n')  # a marker of an older format
+    claim_output(older).release()
+    assert not (older / "profile.json").exists()
+    foreign = tmp_path / "foreign"  # a profile.json of the user's own is no profile directory
+    foreign.mkdir()
+    (foreign / "profile.json").write_text('{"program": "x", "function": "f", "iterations": 1}')
+    (foreign / "call_sites.csv").write_text("mine\n")
+    with pytest.raises(TracelinkError, match="not a tracelink profile directory"):
+        claim_output(foreign)
+    assert (foreign / "call_sites.csv").read_text() == "mine\n"
+
+
+@contextmanager
+def small_disk(directory: Path, free: int) -> Iterator[Path]:
+    """A real file system (tmpfs) mounted on ``directory`` with about ``free`` bytes left; unmounted after."""
+    directory.mkdir()
+    size = free + (1 << 20)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], check=True)
+    try:
+        filler = shutil.disk_usage(directory).free - free
+        (directory / "filler").write_bytes(b"\0" * max(filler, 0))
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=True)
+
+
+def disk_bytes(root: Path) -> int:
+    """What the files under ``root`` take on a tmpfs (whole pages)."""
+    return sum(-(-p.stat().st_size // 4096) * 4096 for p in root.rglob("*") if p.is_file())
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_was_written(elsewhere_profile, tmp_path):
+    """ENOSPC from a real tmpfs: while `report` rewrites its files, and while `profile` writes tables and report."""
+    written_last = ("report.html", "trace.json", "profile.pb.gz")
+    with small_disk(tmp_path / "disk", 16 << 20) as disk:
+        copy = disk / "p"
+        shutil.copytree(elsewhere_profile, copy)
+        before = {name: (copy / name).read_bytes() for name in written_last}
+        (disk / "filler2").write_bytes(b"\0" * (shutil.disk_usage(disk).free - 8192))
+        line = error_line(run_cli("report", str(copy)))
+        failed = next(name for name in written_last if f"{name}: cannot write" in line)
+        assert "No space left on device" in line, line
+        assert (copy / failed).read_bytes() == before[failed]  # the earlier file, whole
+        json.loads((copy / "trace.json").read_text())  # each other file is its earlier or its new version, whole
+        gzip.decompress((copy / "profile.pb.gz").read_bytes())
+        assert not list(copy.glob(".*.tmp"))
+    artifacts, total = disk_bytes(elsewhere_profile / "artifacts"), disk_bytes(elsewhere_profile)
+    with small_disk(tmp_path / "disk2", artifacts + (total - artifacts) // 2) as disk:
+        out = disk / "out"
+        source = tmp_path / "exported.mlir"
+        shutil.copy(load_summary(elsewhere_profile)["program"], source)
+        line = error_line(run_cli("profile", str(source), "-o", str(out), "--repetitions", "2"))
+        assert "No space left on device" in line and str(out) in line, line
+        assert (out / "artifacts" / "app.vmfb").is_file() and (out / "provenance.json").is_file()  # work done is kept
+        assert not list(out.glob(".*.tmp"))

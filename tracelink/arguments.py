@@ -34,8 +34,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+def source_map_entry(text: str) -> tuple[str, Path]:
+    """An argparse type: ``OLD=NEW``, a path prefix recorded in locations and the local directory it stands for."""
+    old, equals, new = text.partition("=")
+    if not equals or not old or not new:
+        raise argparse.ArgumentTypeError(f"expected OLD=NEW (a recorded path prefix = a local directory), got {text!r}")
+    return old, Path(new)
+
+
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--source-root`` and ``--no-sources``: which source files the report may embed."""
+    """``--source-root``, ``--source-map`` and ``--no-sources``: which source files the report may embed."""
     parser.add_argument("--source-root", action="append", type=Path, default=[],
                         help="a directory whose files the report may embed, besides the program's directory and the cwd (repeatable)")
+    parser.add_argument("--source-map", action="append", type=source_map_entry, default=[], metavar="OLD=NEW",
+                        help="look for files whose recorded path starts with OLD under NEW instead, e.g. "
+                             "/home/someone/proj=./proj; NEW is an allowed source root (repeatable)")
     parser.add_argument("--no-sources", action="store_true", help="embed no source file in the report (for sharing it)")

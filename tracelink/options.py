@@ -34,6 +34,7 @@ class ProfileOptions:
     compile: CompileOptions = field(default_factory=CompileOptions)
     force: bool = False  # write into a non-empty directory that is not a tracelink profile
     source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
+    source_map: list[tuple[str, Path]] = field(default_factory=list)  # (recorded prefix, local directory)
     embed_sources: bool = True  # False: the report embeds no source file
 
 

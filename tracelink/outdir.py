@@ -1,7 +1,8 @@
 """Ownership of a profile directory: a marker, a lock, and a clean slate for every run.
 
 A profile directory holds a marker file (``.tracelink``, with a format version). ``tracelink profile``
-refuses a non-empty directory without it (unless forced), locks the directory for the whole run (a
+refuses a non-empty directory without it (unless forced; a profile an older tracelink wrote before
+the marker existed is recognised by its files), locks the directory for the whole run (a
 second run into it is refused), and removes every file an earlier run wrote before writing its own,
 so nothing of an earlier profile can be read as this one's.
 """
@@ -25,7 +26,7 @@ FORMAT_VERSION = 1
 # Everything a profile run (and tune / diff / report on it) writes at the top of the directory.
 OWNED = (
     "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv",
-    "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "workgroups.parquet",
+    "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz", "workgroups.parquet",
     "zones.parquet", "diff.csv", "diff.json",
 )
 
@@ -44,9 +45,25 @@ class OutputClaim:
             self.lock_fd = -1
 
 
+# The files every tracelink profile directory held before the marker existed (format 0).
+UNMARKED_PROFILE_FILES = ("profile.json", "call_sites.csv", "source_ops.csv", "artifacts/manifest.json")
+
+
 def is_profile_directory(directory: Path) -> bool:
-    """Whether ``directory`` carries tracelink's marker."""
-    return (Path(directory) / MARKER).is_file()
+    """Whether ``directory`` carries tracelink's marker (of any format) or is a profile written before it."""
+    directory = Path(directory)
+    return (directory / MARKER).is_file() or is_unmarked_profile(directory)
+
+
+def is_unmarked_profile(directory: Path) -> bool:
+    """Whether ``directory`` holds an older tracelink's profile: its file set, a summary naming the program."""
+    if not all((directory / name).is_file() for name in UNMARKED_PROFILE_FILES):
+        return False
+    try:
+        summary = json.loads((directory / "profile.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and {"program", "function", "iterations"} <= summary.keys()
 
 
 def ensure_inside(root: Path, path: Path) -> Path:
@@ -139,3 +156,19 @@ def clear_previous(directory: Path) -> None:
 def write_marker(directory: Path) -> None:
     """Mark ``directory`` as a tracelink profile directory of this format."""
     (directory / MARKER).write_text(json.dumps({"format": FORMAT_VERSION, "tracelink": __version__}) + "\n")
+
+
+def refuse_foreign_file(path: Path, header: str) -> None:
+    """Refuse to write ``path`` when it holds something other than a file tracelink wrote (starting with ``header``)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_file():
+        raise TracelinkError(f"{path}: exists and is not a regular file; choose another output path")
+    try:
+        with path.open("rb") as file:
+            ours = file.read(len(header.encode())) == header.encode()
+    except OSError as error:
+        raise TracelinkError(f"{path}: cannot read the existing file ({error.strerror})") from None
+    if not ours:
+        raise TracelinkError(f"{path}: exists and was not written by tracelink; refusing to overwrite it (choose another output path)")

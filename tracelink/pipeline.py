@@ -124,6 +124,7 @@ def run_profile(
         "repetitions": options.repetitions,
         "warmup": options.warmup,
         "source_roots": [str(root.resolve()) for root in options.source_roots],
+        "source_map": [[old, str(new.resolve())] for old, new in options.source_map],
         "embed_sources": options.embed_sources,
         "timings_s": timings,
     } | collected.summary

@@ -31,6 +31,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         library_frames=(*LIBRARY_GLOBS, *args.library_frames),
         force=args.force,
         source_roots=args.source_root,
+        source_map=args.source_map,
         embed_sources=not args.no_sources,
         compile=CompileOptions(
             target_cpu=args.target_cpu,

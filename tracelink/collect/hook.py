@@ -266,7 +266,7 @@ def read_hook_file(path: Path) -> HookFile:
     """Parse one record file; a truncated last chunk (killed process) is ignored, a damaged one refused."""
     data = Path(path).read_bytes()
     try:
-        return _parse_hook_file(Path(path), data)
+        return _check_times(_parse_hook_file(Path(path), data))
     except (struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError) as error:
         raise TracelinkError(f"{path}: corrupt hook record file ({type(error).__name__}: {error})") from None
 
@@ -316,6 +316,9 @@ def _record_paths(path: Path) -> list[Path]:
     return sorted(path.glob(RECORD_FILE_GLOB)) if path.is_dir() else [path]
 
 
+_MAX_NS = 2.0**61  # 73 years: any time or duration beyond is a damaged field
+
+
 def _ns_per_tick(hook_file: HookFile) -> float:
     """The tick length, from the load-time clock pair and the latest later pair."""
     if not hook_file.tsc_clock:
@@ -324,6 +327,24 @@ def _ns_per_tick(hook_file: HookFile) -> float:
     if ticks <= hook_file.origin_ticks or ns <= hook_file.origin_ns:
         raise TracelinkError(f"{hook_file.path}: no clock calibration after the hook loaded")
     return (ns - hook_file.origin_ns) / (ticks - hook_file.origin_ticks)
+
+
+def _times_ns(hook_file: HookFile) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's start since the hook loaded and its duration, in ns (floats)."""
+    records = hook_file.records
+    assert records is not None
+    ns_per_tick = _ns_per_tick(hook_file)
+    since_load = (records["start_ticks"].astype(np.int64) - hook_file.origin_ticks) * ns_per_tick
+    return since_load, records["duration_ticks"] * ns_per_tick
+
+
+def _check_times(hook_file: HookFile) -> HookFile:
+    """Refuse clock fields that give times no run has (a damaged file): cast to int64 later, they would be garbage."""
+    if hook_file.records is not None and len(hook_file.records):
+        since_load, durations = _times_ns(hook_file)
+        if not (np.all(np.abs(since_load) < _MAX_NS) and np.all(np.abs(durations) < _MAX_NS)):
+            raise TracelinkError(f"{hook_file.path}: corrupt hook record file (clock values out of range)")
+    return hook_file
 
 
 def _split_runs(run_start: np.ndarray, run_id: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -369,8 +390,9 @@ def _file_workgroups(hook_file: HookFile, origin_ns: int) -> pd.DataFrame:
     """The per-workgroup table of one file (counter columns named by event), warm-up dropped."""
     records = hook_file.records
     assert records is not None
-    ns_per_tick = _ns_per_tick(hook_file)
-    since_load = (records["start_ticks"].astype(np.int64) - hook_file.origin_ticks) * ns_per_tick
+    since_load, durations = _times_ns(hook_file)
+    if abs(hook_file.origin_ns - origin_ns) >= _MAX_NS:
+        raise TracelinkError(f"{hook_file.path}: corrupt hook record file (load time {hook_file.origin_ns} ns is decades from the other files')")
     start = np.rint(since_load).astype(np.int64) + (hook_file.origin_ns - origin_ns)
     dispatch = _dispatch_numbers(records, start)
     names = {export.export_id: export.name for export in hook_file.exports if export.export_id is not None}
@@ -391,7 +413,7 @@ def _file_workgroups(hook_file: HookFile, origin_ns: int) -> pd.DataFrame:
             "tid": pd.array(thread_index.map(thread_tid), dtype="Int64"),
             "cpu": records["cpu"].astype(np.int64),
             "start_ns": start,
-            "duration_ns": np.rint(records["duration_ticks"] * ns_per_tick).astype(np.int64),
+            "duration_ns": np.rint(durations).astype(np.int64),
         }
     )
     for i, event in enumerate(hook_file.event_names):

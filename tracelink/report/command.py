@@ -27,7 +27,7 @@ def run_report_command(args: argparse.Namespace) -> int:
         profile = load_profile(directory)
         trace = write_trace(profile, directory / "trace.json")
         pprof = write_pprof(profile)
-        sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None)
+        sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None, args.source_map)
         report = build_report(profile, args.output, sources)
     size = report.stat().st_size
     Console(stderr=True, highlight=False, markup=False).print(

@@ -24,7 +24,7 @@ from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
-from tracelink.report.sources import SourcePolicy
+from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
@@ -586,6 +586,8 @@ def executable_template(parent, model: ReportModel, executable) -> None:
     template = el(parent, "template", id=f"t-{executable.id}")
     code = el(template, "div", class_="code exe")
     if executable.text is None:
+        if EXECUTABLE_DUMPS in model.skipped_sources:
+            el(code, "p", class_="muted", text=f"{executable.name}: executable source not embedded (--no-sources)")
         return
     text = executable.text[:-1] if executable.text and executable.text[-1] == "" else executable.text
     for number, line in enumerate(text, start=1):

@@ -154,7 +154,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
     files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
     call_sites = call_site_rows(profile, graph, lines, ops)
-    executables = read_executables(profile, graph, enclosing, by_frames, context)
+    executables = read_executables(profile, graph, enclosing, by_frames, context, sources.allows_dumps())
     durations, per_iteration = event_series(profile.events)
     counters = counter_columns(profile.call_sites)
     model = ReportModel(
@@ -338,8 +338,11 @@ def counter_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in KNOWN_CALL_SITE_COLUMNS and pd.api.types.is_numeric_dtype(table[c])]
 
 
-def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context) -> dict[str, Executable]:
-    """Each executable's dumped source (locations removed) and, per line, the source ops it came from."""
+def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context, embed: bool = True) -> dict[str, Executable]:
+    """Each executable's dumped source (locations removed) and, per line, the source ops it came from.
+
+    Without ``embed`` (``--no-sources``) no dump is read: dumps hold the user's program text.
+    """
     executables: dict[str, Executable] = {}
     for node in nodes_of_kind(graph, "export"):
         data = graph.nodes[node]
@@ -351,7 +354,7 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
             path = profile.artifacts / executable.source_file if executable.source_file else None
-            text = path.read_text(errors="replace") if path is not None and path.is_file() else None
+            text = path.read_text(errors="replace") if embed and path is not None and path.is_file() else None
             if text is not None:
                 executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in strip_locations(text).split("\n")]
                 for text_op in text_ops(text, enclosing, context) or []:

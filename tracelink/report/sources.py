@@ -2,8 +2,14 @@
 
 Locations in a program name any path (``loc("mm"("/etc/passwd":1:1))``); a file is embedded only when
 it lies under an allowed root (the program's directory, the working directory, ``--source-root``
-directories), is a regular file, is not hidden below its root, is not under /dev, /proc or /sys and is
-not too big. Every file refused is listed, with the reason, so the report says what it left out.
+directories, the local side of ``--source-map``), is a regular file, is not hidden below its root, is
+not under /dev, /proc or /sys and is not too big. Every file refused or not found is listed, with the
+reason, so the report says what it left out. ``--no-sources`` embeds nothing read from the user's
+files: neither source files nor the executable sources the compiler dumped from them.
+
+Locations name paths on the machine that exported the model (``/home/someone/proj/braggnn.py``): a
+source map (``OLD=NEW`` prefixes) says where those files are here. Only the lookup is rewritten; the
+report keeps showing the recorded path.
 """
 
 from __future__ import annotations
@@ -13,36 +19,61 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SYSTEM_ROOTS = (Path("/dev"), Path("/proc"), Path("/sys"))
+NO_SOURCES = "sources not embedded (--no-sources)"
+# How the report lists the compiler's dumps of the program when they are not embedded.
+EXECUTABLE_DUMPS = "artifacts/executables/*.mlir (executable sources dumped by iree-compile)"
 
 
 @dataclass
 class SourcePolicy:
-    """The allowed roots and size cap; collects the files it refused."""
+    """The allowed roots, source map and size cap; collects the files it refused or could not find."""
 
     roots: tuple[Path, ...]
     embed: bool = True
+    source_map: tuple[tuple[str, Path], ...] = ()  # (recorded prefix, local directory), longest prefix first
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why it is not embedded
 
     @classmethod
-    def for_profile(cls, summary: dict, extra_roots: list[Path] | None = None, embed: bool | None = None) -> SourcePolicy:
-        """The policy a profile was written with (its summary), widened by ``extra_roots``, ``embed`` overriding."""
+    def for_profile(
+        cls, summary: dict, extra_roots: list[Path] | None = None, embed: bool | None = None,
+        extra_map: list[tuple[str, Path]] | None = None,
+    ) -> SourcePolicy:
+        """The policy a profile was written with (its summary), widened by ``extra_roots`` and ``extra_map``
+        (which wins over the summary's map for the same prefix), ``embed`` overriding."""
         program = str(summary.get("program") or "")
-        roots = [Path.cwd(), *(Path(root) for root in summary.get("source_roots") or []), *(extra_roots or [])]
+        mapping = dict(source_map_of(summary)) | {old: Path(new) for old, new in extra_map or []}
+        roots = [Path.cwd(), *(Path(root) for root in summary.get("source_roots") or []), *(extra_roots or []), *mapping.values()]
         if program:
             roots.append(Path(program).parent)
         embedded = bool(summary.get("embed_sources", True)) if embed is None else embed
-        return cls(tuple(dict.fromkeys(root.resolve() for root in roots)), embedded)
+        ordered = tuple(sorted(((old, new.resolve()) for old, new in mapping.items()), key=lambda pair: -len(pair[0])))
+        return cls(tuple(dict.fromkeys(root.resolve() for root in roots)), embedded, ordered)
+
+    def local_path(self, recorded: str) -> Path:
+        """Where the file a location names is on this machine: the first (longest) matching map prefix rewritten."""
+        for old, new in self.source_map:
+            if recorded == old:
+                return new
+            if recorded.startswith(old.rstrip("/") + "/"):
+                return new / recorded[len(old.rstrip("/")) + 1:]
+        return Path(recorded)
+
+    def allows_dumps(self) -> bool:
+        """Whether the compiler's dumps of the program (executable sources) may be embedded; listed when not."""
+        if not self.embed:
+            self.skipped[EXECUTABLE_DUMPS] = NO_SOURCES
+        return self.embed
 
     def refusal(self, path: Path, limit: int) -> str | None:
-        """Why ``path`` may not be embedded, or None when it may."""
+        """Why ``path`` (a local path) may not be embedded, or None when it may."""
         if not self.embed:
-            return "sources not embedded (--no-sources)"
+            return NO_SOURCES
         resolved = path.resolve()
         if any(resolved.is_relative_to(system) for system in SYSTEM_ROOTS):
             return "a device or kernel file"
         root = next((root for root in self.roots if resolved.is_relative_to(root)), None)
         if root is None:
-            return "outside the allowed source roots (the program's directory, the working directory, --source-root)"
+            return "outside the allowed source roots (the program's directory, the working directory, --source-root, --source-map)"
         if any(part.startswith(".") for part in resolved.relative_to(root).parts):
             return "a hidden file"
         if not resolved.is_file():
@@ -55,15 +86,27 @@ class SourcePolicy:
         return None
 
     def read_lines(self, path: Path, limit: int) -> list[str] | None:
-        """The lines of ``path`` when it may be embedded, else None (a refusal is recorded)."""
+        """The lines of the file a location names, when it may be embedded, else None (the reason is recorded)."""
+        local = self.local_path(str(path))
+        mapped = "" if local == Path(path) else f" (looked for as {local})"
         try:
-            if not os.path.lexists(path):
-                return None  # not on this machine: nothing to embed, nothing refused
-            reason = self.refusal(Path(path), limit)
+            if not self.embed:
+                reason = NO_SOURCES
+            elif not os.path.lexists(local):
+                reason = f"not found on this machine{mapped}; --source-map OLD=NEW says where its directory is"
+            else:
+                reason = self.refusal(local, limit)
+                reason = reason and reason + mapped
             if reason is not None:
                 self.skipped[str(path)] = reason
                 return None
-            return Path(path).read_text(errors="replace").split("\n")
+            return local.read_text(errors="replace").split("\n")
         except OSError as error:
-            self.skipped[str(path)] = f"unreadable ({error.strerror})"
+            self.skipped[str(path)] = f"unreadable ({error.strerror}){mapped}"
             return None
+
+
+def source_map_of(summary: dict) -> list[tuple[str, Path]]:
+    """The source map a profile was written with (``profile.json``'s ``source_map``: [[old, new], ...])."""
+    pairs = summary.get("source_map") or []
+    return [(str(pair[0]), Path(str(pair[1]))) for pair in pairs if isinstance(pair, (list, tuple)) and len(pair) == 2]

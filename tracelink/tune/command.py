@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.outdir import locked
+from tracelink.outdir import locked, refuse_foreign_file
 from tracelink.tune.diff import DEFAULT_ROUNDS
 
 TUNER_NAMES = ("xgb", "random", "grid")
@@ -67,6 +67,7 @@ def run_tune(args: argparse.Namespace) -> int:
     from tracelink.profile_dir import load_profile
     from tracelink.tune.config import load_config
     from tracelink.tune.run import tune_profile
+    from tracelink.tune.spec import SPEC_HEADER
 
     _positive(args.top, "--top")
     _positive(args.trials, "--trials")
@@ -86,6 +87,8 @@ def run_tune(args: argparse.Namespace) -> int:
         if args.rounds == 0:
             config.select.validate_rounds = 0
     profile = load_profile(args.profile)
+    if args.output is not None:
+        refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
     console = Console(stderr=True, highlight=False)
     try:
         with locked(args.profile):

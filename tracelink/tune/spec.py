@@ -41,6 +41,8 @@ DUMP_FLAG_PREFIXES = (
 )
 
 SUBSTITUTE_FLAG = "--iree-hal-substitute-executable-configurations-from"
+# The first words of every spec tracelink writes: `tune -o` replaces such a file, never another one.
+SPEC_HEADER = "// Tuning spec written by `tracelink tune`"
 PARAM = "!transform.param<i64>"
 CONTRACTION_GROUPS = ("b", "m", "n", "k")
 CONVOLUTION_GROUPS = ("batch", "img", "oc", "filter", "ic", "depth", "strides", "dilations")
@@ -112,7 +114,7 @@ def spec_text(choices: list[Choice]) -> str:
             kept[key] = choice
     names = [f"match_{_symbol(choice.dispatch.export)}" for choice in kept.values()]
     body = [
-        "// Tuning spec written by `tracelink tune`: pass it to iree-compile with",
+        f"{SPEC_HEADER}: pass it to iree-compile with",
         "// --iree-codegen-tuning-spec-path=<this file>, or to `tracelink profile --tuning-spec`.",
         "module attributes {iree_codegen.tuning_spec_with_default_entrypoint, transform.with_named_sequence} {",
         "  transform.named_sequence @apply_op_config(%op: !transform.any_op {transform.readonly}, "

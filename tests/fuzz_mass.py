@@ -1,0 +1,633 @@
+"""Mass fuzzing (``make fuzz``): a million mutated inputs through tracelink's readers of untrusted bytes.
+
+The hypothesis properties of ``tests/test_fuzz.py`` cost milliseconds of bookkeeping per example; this
+runner has none. Each input is a seeded random mutation (byte flips, overwritten length fields,
+truncation, splices from other seeds, deleted or repeated runs, invalid UTF-8, control characters,
+huge numbers) of a real seed — a hook record file and the profile directory of a hook run made at
+start-up, a small Tracy capture and the head of a real one from ``/work/shared/fixtures`` — or, for
+locations, a random location tree (names with arbitrary bytes, call-site chains up to 1,500 deep) or a
+mutated location of a shared workload. Each goes through the same reader or normaliser the hypothesis
+tests call (a damaged profile-directory file through the reader ``load_profile`` uses for it).
+Anything but a one-line ``TracelinkError`` is unexpected, numpy's overflow and invalid-cast warnings
+too (a reader computing garbage); the first unexpected input of each target is saved (with its
+traceback and the command replaying it) under ``--failures``.
+
+Inputs are spread over worker processes in chunks; input ``i`` of a target depends only on ``--seed``,
+the target and ``i``, so ``--target T --first i --inputs 1`` replays it. What costs per call rather than
+per input is batched: locations are parsed a hundred per module, hook record files parsed one by one are
+then read together as a run's directory. A refusal naming one input of a batch (its line, its file)
+drops that input and the rest is read again; any other failure is bisected down to the inputs failing
+alone. Scratch files live in /dev/shm.
+
+    python -m tests.fuzz_mass --inputs 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lxml import etree
+
+from tests.conftest import OUTPUT, WORKLOADS, run_profile
+from tests.test_fuzz import PROFILE_FILES, mlir_string, small_capture_stream
+from tests.test_safety import program
+from tests import tracy_synth
+from tracelink import TracelinkError
+from tracelink.collect.hook import read_hook_file, read_hook_records
+from tracelink.collect.tracy import read_capture
+from tracelink.collect.tracy.container import iter_blocks, open_container
+from tracelink.compile.program_text import check_program_text
+from tracelink.collect.events import EVENT_SCHEMA, make_events
+from tracelink.outdir import MARKER
+from tracelink.profile_dir import REQUIRED_COLUMNS, TABLES, check_marker, read_frame, read_graph_file, read_summary, read_table
+from tracelink.provenance.ir_utils import new_context, parse_file, walk
+from tracelink.provenance.program import read_input_program
+from tracelink.textsafe import xml_text
+
+REAL_CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")
+REAL_STREAM_BYTES = 48 * 1024  # the head of the real capture's stream: header, strings, first zones
+LOCATION_WORKLOADS = ("jax_flax_mnist_mlp_locs.mlir", "braggnn_torch.mlir", "onnx_light_squeezenet_nodelocs.mlir")
+CONTEXT_REUSE = 200  # modules parsed in one MLIR context before a fresh one (uniqued locations pile up)
+INTERESTING = (
+    b"\xff", b"\xfe\xff", b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",  # invalid UTF-8
+    b"\x00", b"\x01", b"\x1b[31m", b"\x7f", b"\r", b"\n", b"\t",  # control characters
+    b"99999999999999999999999", b"-1", b"0", b"NaN", b"1e309", b'"', b"\\", b"/../", b"[/bold]",
+)
+WIDE_VALUES = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2**63 - 1, 2**64 - 1)
+
+
+# Mutations -----------------------------------------------------------------------------------------
+
+
+def flip(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    """Replace one byte, or flip one bit of it."""
+    if data:
+        at = rng.randrange(len(data))
+        data[at] = rng.randrange(256) if rng.random() < 0.5 else data[at] ^ (1 << rng.randrange(8))
+
+
+def overwrite_number(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    """Write a boundary value over 1, 2, 4 or 8 bytes (length and count fields of binary formats)."""
+    width = rng.choice((1, 2, 4, 8))
+    if len(data) >= width:
+        at = rng.randrange(len(data) - width + 1)
+        value = rng.choice(WIDE_VALUES) & ((1 << (8 * width)) - 1)
+        data[at:at + width] = value.to_bytes(width, "little")
+
+
+def truncate(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    if data:
+        del data[rng.randrange(len(data)):]
+
+
+def splice(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    """Insert (or write over) a run of bytes taken from a seed, this one or another."""
+    donor = rng.choice(donors) if donors and rng.random() < 0.5 else bytes(data)
+    if not donor:
+        return
+    start = rng.randrange(len(donor))
+    chunk = donor[start:start + rng.randint(1, 64)]
+    at = rng.randrange(len(data) + 1)
+    data[at:at + (len(chunk) if rng.random() < 0.5 else 0)] = chunk
+
+
+def delete_run(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    if data:
+        at = rng.randrange(len(data))
+        del data[at:at + rng.randint(1, 32)]
+
+
+def repeat_run(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    if data:
+        at = rng.randrange(len(data))
+        run = data[at:at + rng.randint(1, 32)]
+        data[at:at] = run * rng.randint(1, 8)
+
+
+def insert_interesting(data: bytearray, rng: random.Random, donors: list[bytes]) -> None:
+    """Insert invalid UTF-8, a control character, a huge number, a quote or a path."""
+    at = rng.randrange(len(data) + 1)
+    data[at:at] = rng.choice(INTERESTING)
+
+
+MUTATIONS = (flip, flip, overwrite_number, truncate, splice, delete_run, repeat_run, insert_interesting, insert_interesting)
+
+
+def mutate(seed: bytes, rng: random.Random, donors: list[bytes]) -> bytes:
+    """``seed`` with one to six random mutations."""
+    data = bytearray(seed)
+    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 6))):
+        rng.choice(MUTATIONS)(data, rng, donors)
+    return bytes(data)
+
+
+# Random locations ----------------------------------------------------------------------------------
+
+
+NAME_ALPHABET = [bytes([b]) for b in b"abcXYZ_./-:0123456789 "] + [b"\x00", b"\x01", b"\x1f", b"\x7f", b"\xc3\xa9", b"\xf0\x9f\x99\x82", b'"', b"\\", b"\n"]
+INVALID_UTF8 = (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf0\x9f")  # one name in fifty gets one (a refused batch is bisected)
+
+
+def random_name(rng: random.Random) -> str:
+    """An MLIR string literal of up to 10 random bytes: each escaped, or written literally when printable."""
+    raw = b"".join(rng.choice(NAME_ALPHABET) for _ in range(rng.randint(0, 10)))
+    if rng.random() < 0.02:
+        at = rng.randint(0, len(raw))
+        raw = raw[:at] + rng.choice(INVALID_UTF8) + raw[at:]
+    return mlir_string(raw) if rng.random() < 0.7 else '"' + "".join(chr(b) if 0x20 <= b < 0x7F and b not in b'"\\' else f"\\{b:02X}" for b in raw) + '"'
+
+
+def random_number(rng: random.Random) -> int:
+    return rng.choice((0, 1, rng.randint(1, 999), rng.randint(1, 10**6), 2**31 - 1, 2**32 - 1))
+
+
+def random_location(rng: random.Random, depth: int = 0) -> str:
+    """A random location tree: file positions, names, call sites, fused locations (with metadata), unknown."""
+    roll = rng.random()
+    if depth >= 4 or roll < 0.35:
+        leaf = rng.random()
+        if leaf < 0.6:
+            return f"{random_name(rng)}:{random_number(rng)}:{random_number(rng)}"
+        return "unknown" if leaf < 0.7 else random_name(rng)
+    if roll < 0.55:
+        return f"callsite({random_location(rng, depth + 1)} at {random_location(rng, depth + 1)})"
+    if roll < 0.75:
+        members = ", ".join(random_location(rng, depth + 1) for _ in range(rng.randint(1, 4)))
+        return f"fused<{random_name(rng)}>[{members}]" if rng.random() < 0.2 else f"fused[{members}]"
+    return f"{random_name(rng)}({random_location(rng, depth + 1)})"
+
+
+def deep_nesting(location: str, depth: int, rng: random.Random) -> str:
+    """``location`` wrapped ``depth`` times: a call-site chain, nested names or nested fused locations."""
+    kind = rng.choice(("callsite", "callsite", "name", "fused"))
+    if kind == "callsite":
+        return "callsite(" * depth + location + ' at "c.py":1:1)' * depth
+    if kind == "name":
+        return '"n"(' * depth + location + ")" * depth
+    return 'fused<"m">[' * depth + location + ', "d.py":2:2]' * depth
+
+
+def generated_location(workspace: Workspace, rng: random.Random) -> bytes:
+    """A random location; one in two hundred nested 300–1,500 deep."""
+    location = random_location(rng)
+    if rng.random() < 0.005:
+        location = deep_nesting(location, rng.randint(300, 1500), rng)
+    return location.encode()
+
+
+def mutated_location(workspace: Workspace, rng: random.Random) -> bytes:
+    """A location of a shared workload, mutated (most no longer parse; those are refused with their line)."""
+    return mutate(rng.choice(workspace.locations), rng, workspace.locations)
+
+
+# Readers under test --------------------------------------------------------------------------------
+
+
+@dataclass
+class Workspace:
+    """One worker's seeds and scratch directory."""
+
+    seeds: Path
+    scratch: Path
+    record: bytes = b""
+    tracy_streams: list[bytes] = field(default_factory=list)
+    locations: list[bytes] = field(default_factory=list)
+    profile_files: dict[str, bytes] = field(default_factory=dict)  # name -> content
+    modules_parsed: int = 0
+    context: object = None
+
+    @classmethod
+    def open(cls, seeds: Path) -> Workspace:
+        # in memory where there is /dev/shm: every input is a file written and read back
+        scratch = Path(tempfile.mkdtemp(prefix="tracelink-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+        workspace = cls(seeds, scratch)
+        workspace.record = (seeds / "record.tlhk").read_bytes()
+        workspace.tracy_streams = [path.read_bytes() for path in sorted(seeds.glob("stream_*.bin"))]
+        workspace.locations = [text.encode() for text in json.loads((seeds / "locations.json").read_text())]
+        workspace.profile_files = {name: (seeds / "profile" / name).read_bytes() for name in PROFILE_FILES}
+        return workspace
+
+    def fresh_context(self):
+        """The MLIR context to parse the next module in (renewed every CONTEXT_REUSE modules)."""
+        if self.context is None or self.modules_parsed % CONTEXT_REUSE == 0:
+            self.context = new_context()
+        self.modules_parsed += 1
+        return self.context
+
+
+def hook_record(workspace: Workspace, rng: random.Random) -> bytes:
+    return mutate(workspace.record, rng, [])
+
+
+def read_hook_batch(workspace: Workspace, inputs: list[bytes]) -> list[BaseException | None]:
+    """Each record file parsed alone; those parsed are then read together, as a directory of a run's files."""
+    single = workspace.scratch / "hook-single.tlhk"
+    outcomes: list[BaseException | None] = []
+    for data in inputs:
+        single.write_bytes(data)
+        outcomes.append(outcome_of(lambda: read_hook_file(single)))
+    parsed = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    together = read_naming_culprits(lambda batch: read_record_directory(workspace, batch), [inputs[i] for i in parsed], record_named)
+    for index, outcome in zip(parsed, together):
+        outcomes[index] = outcome
+    return outcomes
+
+
+def record_named(error: BaseException, count: int) -> int | None:
+    """Which of ``count`` record files (``hook-<i>.tlhk``) a refusal names."""
+    text = str(error)
+    return next((i for i in range(count) if f"/hook-{i}.tlhk:" in text or f"/hook-{i}.tlhk " in text), None)
+
+
+def read_record_directory(workspace: Workspace, inputs: list[bytes]) -> None:
+    directory = workspace.scratch / "hook"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir()
+    for index, data in enumerate(inputs):
+        (directory / f"hook-{index}.tlhk").write_bytes(data)
+    read_hook_records(directory)
+
+
+def tracy_capture(workspace: Workspace, rng: random.Random) -> bytes:
+    """A capture whose stream was damaged (then compressed validly), or whose compressed file was."""
+    stream = rng.choice(workspace.tracy_streams)
+    compression = rng.choice(("zstd", "lz4"))
+    path = workspace.scratch / "seed.tracy"
+    if rng.random() < 0.6:
+        tracy_synth.write_container(path, [mutate(stream, rng, workspace.tracy_streams)], compression)
+        return path.read_bytes()
+    tracy_synth.write_container(path, [stream], compression)
+    return mutate(path.read_bytes(), rng, [])
+
+
+def read_tracy_capture(workspace: Workspace, data: bytes) -> None:
+    path = workspace.scratch / "f.tracy"
+    path.write_bytes(data)
+    read_capture(path)
+
+
+def profile_file(workspace: Workspace, rng: random.Random) -> bytes:
+    """One file of the profile directory, damaged; the file's name comes first, up to a NUL."""
+    name = rng.choice(PROFILE_FILES)
+    donors = [content for other, content in workspace.profile_files.items() if Path(other).suffix == Path(name).suffix]
+    return name.encode() + b"\0" + mutate(workspace.profile_files[name], rng, donors)
+
+
+# What load_profile reads each file with (its per-file readers, called the same way): reading the one
+# damaged file costs 1-50 ms where the whole directory costs 250 ms.
+PROFILE_READERS: dict[str, Callable[[Path], object]] = {
+    "profile.json": read_summary,
+    "provenance.json": read_graph_file,
+    "events.parquet": lambda path: read_frame(path, lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
+    **{f"{name}.csv": (lambda path, name=name: read_table(path, REQUIRED_COLUMNS[name])) for name in TABLES},
+    MARKER: lambda path: check_marker(path.parent),
+}
+
+
+def read_profile_file(workspace: Workspace, data: bytes) -> None:
+    """One damaged file of the profile directory, read by the reader ``load_profile`` uses for it."""
+    name, _, content = data.partition(b"\0")
+    path = workspace.scratch / name.decode()
+    path.write_bytes(content)
+    PROFILE_READERS[name.decode()](path)
+
+
+FIRST_OP_LINE = 3
+
+
+def location_module(locations: list[bytes]) -> bytes:
+    """A function of one ``arith.addf`` per location, op ``i`` on line ``FIRST_OP_LINE + i``."""
+    ops = b"".join(b"  %v" + str(i).encode() + b" = arith.addf %a, %a : f32 loc(" + location + b")\n" for i, location in enumerate(locations))
+    return b"module {\nfunc.func @main(%a: f32) -> f32 {\n" + ops + b"  return %a : f32\n}\n}\n"
+
+
+def outcome_of(read: Callable[[], object]) -> BaseException | None:
+    """None when ``read()`` returns, else what it raised (sorted into refused / unexpected by the caller)."""
+    try:
+        read()
+    except Exception as error:  # noqa: BLE001 — every kind is counted
+        return error
+    return None
+
+
+def bisected(read_all: Callable[[list[bytes]], None], inputs: list[bytes]) -> list[BaseException | None]:
+    """Each input's outcome when read together: all None when the whole batch reads, else split in halves."""
+    if not inputs:
+        return []
+    error = outcome_of(lambda: read_all(inputs))
+    if error is None or len(inputs) == 1:
+        return [error] * len(inputs)
+    half = len(inputs) // 2
+    return bisected(read_all, inputs[:half]) + bisected(read_all, inputs[half:])
+
+
+def read_naming_culprits(
+    read_all: Callable[[list[bytes]], None], inputs: list[bytes], culprit: Callable[[BaseException, int], int | None],
+) -> list[BaseException | None]:
+    """Read the inputs together; a refusal naming one input (``culprit``) drops it and reads the rest again,
+    any other failure is bisected."""
+    outcomes: list[BaseException | None] = [None] * len(inputs)
+    remaining = list(range(len(inputs)))
+    while remaining:
+        error = outcome_of(lambda: read_all([inputs[i] for i in remaining]))
+        position = None if error is None or unexpected(error) else culprit(error, len(remaining))
+        if position is None:
+            if error is not None:
+                for index, outcome in zip(remaining, bisected(read_all, [inputs[i] for i in remaining])):
+                    outcomes[index] = outcome
+            break
+        outcomes[remaining.pop(position)] = error
+    return outcomes
+
+
+def read_locations(workspace: Workspace, locations: list[bytes]) -> list[BaseException | None]:
+    """The locations checked, parsed and normalised in one module (op ``i`` on line ``FIRST_OP_LINE + i``)."""
+    return read_naming_culprits(lambda batch: read_location_module(workspace, batch), locations, line_named)
+
+
+def line_named(error: BaseException, count: int) -> int | None:
+    """Which op of a location module a refusal names by its line (``locations.mlir:<line>: ...``)."""
+    _, found, rest = str(error).partition("locations.mlir:")
+    line = rest.split(":", 1)[0]
+    return int(line) - FIRST_OP_LINE if found and line.isdigit() and 0 <= int(line) - FIRST_OP_LINE < count else None
+
+
+def read_location_module(workspace: Workspace, locations: list[bytes]) -> None:
+    path = workspace.scratch / "locations.mlir"
+    path.write_bytes(location_module(locations))
+    check_program_text(path)
+    check_normalised(read_input_program(path, workspace.fresh_context()), len(locations))
+
+
+def check_normalised(read, count: int) -> None:
+    """What the hypothesis property checks: every op read, and names and frames XML can hold."""
+    located = [op for op in read.ops if op.op_name == "arith.addf"]
+    assert len(located) == count, f"{len(located)} of {count} ops read"
+    for op in located:
+        for member in op.location.members:
+            member.display()
+            for text in (*member.names, *member.frames):
+                etree.Element("node").text = xml_text(text)
+
+
+# Targets -------------------------------------------------------------------------------------------
+
+
+def one_by_one(read: Callable[[Workspace, bytes], None]) -> Callable[[Workspace, list[bytes]], list[BaseException | None]]:
+    """A batch reader calling ``read`` on each input."""
+    return lambda workspace, inputs: [outcome_of(lambda: read(workspace, data)) for data in inputs]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A reader under fuzz: how to make input ``i`` and how to read a batch of inputs."""
+
+    name: str
+    share: float  # of the total inputs
+    make: Callable[[Workspace, random.Random], bytes]
+    read: Callable[[Workspace, list[bytes]], list[BaseException | None]]
+    batch: int = 1  # inputs read together (one MLIR module per batch)
+    suffix: str = ".bin"  # of a saved failing input
+
+
+TARGETS = {
+    target.name: target
+    for target in (
+        Target("hook-record", 0.20, hook_record, read_hook_batch, batch=100, suffix=".tlhk"),
+        Target("tracy-capture", 0.06, tracy_capture, one_by_one(read_tracy_capture), suffix=".tracy"),
+        Target("profile-dir", 0.04, profile_file, one_by_one(read_profile_file)),
+        Target("location-generated", 0.50, generated_location, read_locations, batch=100, suffix=".loc"),
+        Target("location-mutated", 0.20, mutated_location, read_locations, suffix=".loc"),
+    )
+}
+
+
+# Workers -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Chunk:
+    target: str
+    first: int
+    count: int
+
+
+@dataclass
+class ChunkResult:
+    """What a worker found in one chunk."""
+
+    chunk: Chunk
+    seconds: float
+    refused: int = 0
+    unexpected: int = 0
+    first_failure: tuple[int, bytes, str] | None = None  # (input index, input, traceback)
+
+
+WORKSPACE: Workspace | None = None
+
+
+def start_worker(seeds: Path) -> None:
+    global WORKSPACE
+    # numpy's overflow / invalid-cast warnings mean a reader computed garbage from the input: unexpected too
+    warnings.simplefilter("error", RuntimeWarning)
+    WORKSPACE = Workspace.open(seeds)
+
+
+def input_of(target: Target, seed: int, index: int) -> bytes:
+    """Input ``index`` of ``target``: a function of the run's seed, the target and the index only."""
+    assert WORKSPACE is not None
+    return target.make(WORKSPACE, random.Random(f"{seed}:{target.name}:{index}"))
+
+
+def unexpected(error: BaseException) -> bool:
+    """Anything but a one-line TracelinkError."""
+    return not isinstance(error, TracelinkError) or "\n" in str(error)
+
+
+def run_chunk(chunk: Chunk, seed: int) -> ChunkResult:
+    assert WORKSPACE is not None
+    target = TARGETS[chunk.target]
+    started = time.perf_counter()
+    result = ChunkResult(chunk, 0.0)
+    for start in range(chunk.first, chunk.first + chunk.count, target.batch):
+        indices = range(start, min(start + target.batch, chunk.first + chunk.count))
+        inputs = [input_of(target, seed, index) for index in indices]
+        for index, data, outcome in zip(indices, inputs, target.read(WORKSPACE, inputs)):
+            if outcome is None:
+                continue
+            if not unexpected(outcome):
+                result.refused += 1
+                continue
+            result.unexpected += 1
+            if result.first_failure is None:
+                result.first_failure = (index, data, "".join(traceback.format_exception(outcome)))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# Seeds ---------------------------------------------------------------------------------------------
+
+
+def prepare_seeds(seeds: Path) -> None:
+    """A hook profile of a small program (record file, profile directory), Tracy streams, workload locations."""
+    seeds.mkdir(parents=True, exist_ok=True)
+    source = seeds / "p.mlir"
+    source.write_text(program("p", matmuls=2))
+    profile = run_profile(source, seeds / "run", repetitions=2, collector="hook").directory
+    shutil.copyfile(next((profile / "artifacts" / "hook").glob("*.tlhk")), seeds / "record.tlhk")
+    (seeds / "profile").mkdir(exist_ok=True)
+    for name in PROFILE_FILES:
+        shutil.copyfile(profile / name, seeds / "profile" / name)
+    (seeds / "stream_small.bin").write_bytes(small_capture_stream(seeds))
+    real = b""
+    for block in iter_blocks(open_container(REAL_CAPTURE)):
+        real += block
+        if len(real) >= REAL_STREAM_BYTES:
+            break
+    (seeds / "stream_real_head.bin").write_bytes(real[:REAL_STREAM_BYTES])
+    (seeds / "locations.json").write_text(json.dumps(workload_locations()))
+
+
+def workload_locations(limit: int = 2000) -> list[str]:
+    """Distinct op locations of the shared workloads, as the bindings print them."""
+    context = new_context()
+    found: dict[str, None] = {}
+    for name in LOCATION_WORKLOADS:
+        module = parse_file(WORKLOADS / name, context)
+        for op in walk(module.operation):
+            text = str(op.location)
+            if text.startswith("loc(") and len(found) < limit:
+                found[text[4:-1]] = None
+    return list(found)
+
+
+# The run -------------------------------------------------------------------------------------------
+
+
+def plan(total: int, targets: list[str], chunk_size: int, first: int) -> list[Chunk]:
+    """Chunks of each target's share of ``total`` inputs, interleaved so every target progresses."""
+    shares = sum(TARGETS[name].share for name in targets)
+    per_target: list[list[Chunk]] = []
+    for name in targets:
+        count = round(total * TARGETS[name].share / shares) if len(targets) > 1 else total
+        size = max(chunk_size // 10, TARGETS[name].batch) if name in ("profile-dir", "tracy-capture") else chunk_size
+        per_target.append([Chunk(name, start, min(size, first + count - start)) for start in range(first, first + count, size)])
+    return [chunk for group in zip_longest_chunks(per_target) for chunk in group]
+
+
+def zip_longest_chunks(groups: list[list[Chunk]]) -> Iterator[list[Chunk]]:
+    for position in range(max((len(group) for group in groups), default=0)):
+        yield [group[position] for group in groups if position < len(group)]
+
+
+@dataclass
+class Tally:
+    inputs: int = 0
+    seconds: float = 0.0
+    refused: int = 0
+    unexpected: int = 0
+    saved: Path | None = None
+
+
+def run(total: int, targets: list[str], workers: int, seed: int, chunk_size: int, first: int, failures: Path, seeds: Path) -> dict[str, Tally]:
+    """Run every chunk over ``workers`` processes; chunks lost when a worker died are re-run alone, and one
+    that kills its worker alone is counted as an unexpected failure."""
+    tallies = {name: Tally() for name in targets}
+    started = time.perf_counter()
+    done = 0
+    lost: list[Chunk] = []
+    chunks = plan(total, targets, chunk_size, first)
+    planned, reported = sum(chunk.count for chunk in chunks), 0
+    with ProcessPoolExecutor(workers, initializer=start_worker, initargs=(seeds,)) as pool:
+        futures = [(chunk, pool.submit(run_chunk, chunk, seed)) for chunk in chunks]
+        for chunk, future in futures:
+            try:
+                record(future.result(), tallies[chunk.target], failures, seed)
+            except BrokenProcessPool:
+                lost.append(chunk)
+                continue
+            done += chunk.count
+            if done * 20 // planned > reported:  # a line every 5 %
+                reported = done * 20 // planned
+                failed = sum(t.unexpected for t in tallies.values())
+                print(f"{done:,} inputs, {failed} unexpected, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    for chunk in lost:
+        with ProcessPoolExecutor(1, initializer=start_worker, initargs=(seeds,)) as alone:
+            try:
+                record(alone.submit(run_chunk, chunk, seed).result(), tallies[chunk.target], failures, seed)
+            except BrokenProcessPool:
+                save_crash(chunk, seed, failures, tallies[chunk.target])
+    return tallies
+
+
+def record(result: ChunkResult, tally: Tally, failures: Path, seed: int) -> None:
+    """Add a chunk's counts; save the target's first unexpected input and its traceback."""
+    tally.inputs += result.chunk.count
+    tally.seconds += result.seconds
+    tally.refused += result.refused
+    tally.unexpected += result.unexpected
+    if result.first_failure is not None and tally.saved is None:
+        index, data, trace = result.first_failure
+        failures.mkdir(parents=True, exist_ok=True)
+        tally.saved = failures / f"{result.chunk.target}-{index}{TARGETS[result.chunk.target].suffix}"
+        tally.saved.write_bytes(data)
+        tally.saved.with_name(tally.saved.name + ".txt").write_text(
+            f"replay: python -m tests.fuzz_mass --target {result.chunk.target} --first {index} --inputs 1 --seed {seed}\n\n{trace}"
+        )
+
+
+def save_crash(chunk: Chunk, seed: int, failures: Path, tally: Tally) -> None:
+    """A chunk that killed its worker (a native abort): counted, and how to replay it noted."""
+    tally.inputs += chunk.count
+    tally.unexpected += 1
+    failures.mkdir(parents=True, exist_ok=True)
+    tally.saved = tally.saved or failures / f"{chunk.target}-crash-{chunk.first}.txt"
+    tally.saved.write_text(f"the worker died in inputs {chunk.first}..{chunk.first + chunk.count - 1}; replay: "
+                           f"python -m tests.fuzz_mass --target {chunk.target} --first {chunk.first} --inputs {chunk.count} --seed {seed}\n")
+
+
+def print_table(tallies: dict[str, Tally], wall: float, workers: int) -> None:
+    print(f"{'target':<20} {'inputs':>10} {'inputs/s':>10} {'refused':>10} {'unexpected':>10}  first failing input")
+    for name, tally in tallies.items():
+        rate = tally.inputs / tally.seconds * workers if tally.seconds else 0.0  # per second of the whole pool
+        print(f"{name:<20} {tally.inputs:>10,} {rate:>10,.0f} {tally.refused:>10,} {tally.unexpected:>10,}  {tally.saved or '-'}")
+    inputs = sum(t.inputs for t in tallies.values())
+    print(f"{'total':<20} {inputs:>10,} {inputs / wall:>10,.0f} {sum(t.refused for t in tallies.values()):>10,} "
+          f"{sum(t.unexpected for t in tallies.values()):>10,}  ({wall:.0f} s wall, {workers} workers)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inputs", type=int, default=1_000_000, help="total inputs, shared between the targets")
+    parser.add_argument("--target", action="append", choices=list(TARGETS), help="fuzz only these targets (repeatable)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first", type=int, default=0, help="index of each target's first input (to replay one)")
+    parser.add_argument("--chunk", type=int, default=2000, help="inputs per task handed to a worker")
+    parser.add_argument("--failures", type=Path, default=OUTPUT / "fuzz" / "failures")
+    parser.add_argument("--seeds", type=Path, default=OUTPUT / "fuzz" / "seeds", help="seed directory (made when missing)")
+    args = parser.parse_args(argv)
+    if not (args.seeds / "locations.json").is_file():
+        prepare_seeds(args.seeds)
+    started = time.perf_counter()
+    tallies = run(args.inputs, args.target or list(TARGETS), args.workers, args.seed, args.chunk, args.first, args.failures, args.seeds)
+    print_table(tallies, time.perf_counter() - started, args.workers)
+    return 1 if any(t.unexpected for t in tallies.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
