@@ -8,6 +8,8 @@ piece of program text goes through lxml (escaped); the JSON has ``<``, ``>`` and
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from pathlib import Path
 
@@ -22,15 +24,18 @@ from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
-from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
+from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, HOT_SITES_MAX, GraphLayout, hot_call_sites, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.sources import SourcePolicy
+from tracelink.report.summary import short_paths
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
 
 ASSETS = ("report.css", "report.js")
+# Above this many call sites the templates (drill-downs, executable sources, full graph) are packed.
+PACK_CALL_SITES = HOT_SITES_MAX
 # Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
 GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
@@ -60,15 +65,23 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
 def render_report(profile: Profile, sources: SourcePolicy | None = None) -> str:
     """The report page as text."""
     model = build_model(profile, sources)
-    layout = layout_graph(profile.graph, model.ops, model.call_sites, short_export)
-    root = page(model, layout)
+    root = page(model, graph_layouts(model))
     return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
+
+
+def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
+    """The graph's views: "full", and "hot" (the default) when the graph is too big to show whole."""
+    layouts = {"full": layout_graph(model.profile.graph, model.ops, model.call_sites, short_export)}
+    hot = hot_call_sites(model.call_sites)
+    if hot is not None:
+        layouts["hot"] = layout_graph(model.profile.graph, model.ops, model.call_sites, short_export, hot)
+    return layouts
 
 
 # Page ----------------------------------------------------------------------------------------------
 
 
-def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
+def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     assets = viewer_dir()
     css, js = ((assets / name).read_text() for name in ASSETS)
     for name, text, closing in (("report.css", css, "</style"), ("report.js", js, "</script")):
@@ -103,7 +116,8 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     dispatch_section(main, model)
     if model.zones is not None:
         runtime_section(main, model.zones)
-    graph_section(main, model, layout)
+    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
+    graph_section(main, model, layouts, templates)
     audit_section(main, model)
     glossary_section(main)
     el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
@@ -112,15 +126,32 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     el(panel_head, "span", id="panel-title", class_="panel-title")
     el(panel_head, "button", id="panel-close", type="button", title="close (Esc)", text="×")
     el(panel, "div", id="panel-body", class_="panel-body")
-    templates = el(body, "div", id="templates", hidden="hidden")
     for site in model.call_sites:
         drill_template(templates, model, site)
     for executable in model.executables.values():
         executable_template(templates, model, executable)
+    viewer = viewer_data(model, layouts)
+    if len(model.call_sites) > PACK_CALL_SITES:
+        viewer["packed"] = packed(templates)
+        templates.clear()
+        templates.set("id", "templates")
+        templates.set("hidden", "hidden")
+    body.append(templates)
     data = el(body, "script", type="application/json", id="tl-data")
-    data.text = json_for_script(viewer_data(model, layout))
+    data.text = json_for_script(viewer)
     el(body, "script", None, js)
     return root
+
+
+def packed(templates: etree._Element) -> str:
+    """The templates' markup, gzip-compressed and base64-encoded, for the viewer to unpack when first needed.
+
+    A big report's drill-downs, executable sources and full graph are most of its bytes and of the
+    nodes the browser would parse at load; packed, they cost a few percent of that (the markup is
+    repetitive) and nothing until a drill-down or the full graph is opened.
+    """
+    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
+    return base64.b64encode(gzip.compress(markup.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
 def json_for_script(value) -> str:
@@ -163,36 +194,14 @@ def summary_section(main, model: ReportModel) -> None:
         card = el(cards, "div", class_="card", title=hint)
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
+    hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:
         el(node, "h3", None, "One iteration over time")
         figure = el(node, "div", class_="strip-wrap")
         figure.append(iteration_strip(model.iteration_strip, {i: s["share"] or 0.0 for i, s in strip_sites.items()}, {i: short_export(s["export"]) for i, s in strip_sites.items()}))
-    columns = el(node, "div", class_="two")
-    left = el(columns, "div")
-    el(left, "h3", None, "Hottest source lines")
-    hot_lines = hottest_lines(model, 12)
-    body = grid_table(left, ("lines", "self share", "per iteration", "dispatches", "ops"))
-    for same in hot_lines:
-        line = same[0]
-        row = el(body, "tr")
-        cell = el(row, "td", class_="mono")
-        for position, key in enumerate(item.key for item in same[:4]):
-            if position:
-                el(cell, "br")
-            line_link(cell, model, key)
-        if len(same) > 4:
-            el(cell, "span", class_="more", text=f" +{len(same) - 4}")
-        bar(el(row, "td"), line.share)
-        el(row, "td", class_="num", text=ns(line.mean_ns))
-        chips(el(row, "td"), line.call_sites, 5)
-        briefs = list(dict.fromkeys(op_brief(model.ops[o]) for o in line.ops))
-        el(row, "td", class_="ops", title="\n".join(briefs), text=", ".join(briefs[:3]) + (" …" if len(briefs) > 3 else ""))
-    if not hot_lines:
-        el(left, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
-    right = el(columns, "div")
-    el(right, "h3", None, "Hottest dispatches")
-    body = grid_table(right, ("call site", "export", "source", "mean", "share"))
+    el(node, "h3", None, "Hottest dispatches")
+    body = grid_table(node, ("call site", "export", "source", "mean", "share"), class_="grid hot-dispatches")
     for site in sorted(model.call_sites, key=lambda s: -(s["total_ns"] or 0))[:12]:
         row = el(body, "tr")
         chip(el(row, "td"), site["index"])
@@ -202,6 +211,89 @@ def summary_section(main, model: ReportModel) -> None:
         bar(el(row, "td"), site["share"])
     if model.gains is not None:
         gains_table(node, model, model.gains)
+
+
+HOT_LINES = 12
+LINE_NAME_CHARS = 28  # file names longer than this are cut from the left: the line number always shows
+
+
+def hot_lines_table(parent, model: ReportModel) -> None:
+    """The hottest source lines: where (file:line, never cut), what (op kinds), why (verdict, achieved rate), fused with what."""
+    el(parent, "h3", None, "Hottest source lines")
+    hot_lines = hottest_lines(model, HOT_LINES)
+    if not hot_lines:
+        el(parent, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
+        return
+    names = short_paths([source.path for source in model.files], LINE_NAME_CHARS)
+    body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines")
+    for same in hot_lines:
+        line = same[0]
+        row = el(body, "tr", data_k=line.key)
+        cell = el(row, "td", class_="mono where")
+        for position, item in enumerate(same[:4]):
+            if position:
+                el(cell, "br")
+            line_link(cell, model, item.key, names.get(model.files[item.file].path))
+        if len(same) > 4:
+            el(cell, "span", class_="more", text=f" +{len(same) - 4}")
+        el(row, "td", class_="mono kind", text=line_kinds(model, line.ops))
+        bar(el(row, "td"), line.share)
+        el(row, "td", class_="num", text=ns(line.mean_ns))
+        judged = next((item for item in same if item.verdict), line)
+        verdict = el(row, "td", class_="verdict", data_v=judged.verdict, title=judged.next_step or None)
+        verdict.append(verdict_badge(judged.verdict))
+        if judged.verdict:
+            el(verdict, "span", class_="num rate", text=line_rate(judged))
+        fused_cell(el(row, "td", class_="fused"), model, same, names)
+        chips(el(row, "td"), line.call_sites, 3)
+
+
+def line_kinds(model: ReportModel, ops: list[str]) -> str:
+    """The distinct compute op kinds of a line's ops, fills and empties left out when there is anything else."""
+    kinds = list(dict.fromkeys(kind for op in ops for kind in model.ops[op]["kinds"].split(", ") if kind))
+    useful = [kind for kind in kinds if kind not in ("linalg.fill", "tensor.empty")] or kinds
+    return ", ".join(useful) if useful else "–"
+
+
+def line_rate(line) -> str:
+    """The achieved rate that goes with a line's verdict: bandwidth when memory-bound, else arithmetic."""
+    if line.verdict == "memory-bound" or not line.gflops_s:
+        return rate(line.gbytes_s, "GB/s")
+    return rate(line.gflops_s, "GFLOP/s")
+
+
+FUSED_SHOWN = 3
+
+
+def fused_cell(cell, model: ReportModel, same: list, names: dict[str, str]) -> None:
+    """The other lines computed in the dispatches a line feeds (one per op set), each with what it is.
+
+    Lines of an init op (a fill CSE shares between layers) are left out: they compute nothing there.
+    """
+    own = {item.key for item in same}
+    own_ops = tuple(sorted(same[0].ops))
+    sites = {site["index"]: site for site in model.call_sites}
+    by_ops: dict[tuple[str, ...], object] = {}
+    computed = [op for index in same[0].call_sites if index in sites for op, role, _ in sites[index]["ops"] if role != "init"]
+    for key in dict.fromkeys(key for op in computed for key in model.ops[op]["lines"]):
+        other = model.lines[key]
+        ops = tuple(sorted(other.ops))
+        if key not in own and ops != own_ops:
+            current = by_ops.get(ops)
+            # one line per op set: the location's own line rather than the program text's
+            if current is None or (model.files[current.file].is_program and not model.files[other.file].is_program):
+                by_ops[ops] = other
+    fused = sorted(by_ops.values(), key=lambda other: (-other.share, other.file, other.number))
+    if not fused:
+        el(cell, "span", class_="muted", text="–")
+        return
+    for position, other in enumerate(fused[:FUSED_SHOWN]):
+        if position:
+            el(cell, "br")
+        line_link(cell, model, other.key, names.get(model.files[other.file].path))
+        el(cell, "span", class_="muted small", text=f" {line_kinds(model, other.ops)}")
+    if len(fused) > FUSED_SHOWN:
+        el(cell, "span", class_="more", text=f" +{len(fused) - FUSED_SHOWN} more")
 
 
 def inputs_text(inputs: list, shown: int = 4) -> str:
@@ -600,19 +692,42 @@ def executable_template(parent, model: ReportModel, executable) -> None:
 # Graph ---------------------------------------------------------------------------------------------
 
 
-def graph_section(main, model: ReportModel, layout: GraphLayout) -> None:
+def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], templates) -> None:
+    """The graph's default view, and for a big graph the full one in a template (inert until asked for)."""
     node = section(
         main, "graph", "Provenance graph",
-        "Source ops → dispatch call sites → exports → executables. Click a node to highlight everything it is connected to; "
-        "click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
+        "Source ops (grouped by name scope, else file) → dispatch call sites → exports → executables. Click a node to highlight everything "
+        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
     )
     tools = el(node, "div", class_="tools")
     el(tools, "input", type="search", id="graph-search", placeholder="search ops, call sites, executables…", aria_label="search the graph")
     el(tools, "button", type="button", id="graph-collapse", text="collapse groups")
     el(tools, "button", type="button", id="graph-expand", text="expand groups")
-    el(tools, "span", id="graph-info", class_="muted", text=f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + (f"; {layout.hidden_ops} source ops feeding no dispatch are left out (see Audit)" if layout.hidden_ops else ""))
+    full = layouts["full"]
+    hot = layouts.get("hot")
+    if hot is not None:
+        label = f"show all {len(model.call_sites)} call sites"
+        el(tools, "button", type="button", id="graph-full", data_full=label, data_hot="show the hot subgraph", text=label)
+    note = graph_note(model, hot or full, hot is not None)
+    el(tools, "span", id="graph-info", class_="muted", text=note)
     wrap = el(node, "div", class_="graph-wrap")
-    wrap.append(graph_svg(layout))
+    wrap.append(graph_svg(hot or full, "hot" if hot is not None else "full"))
+    wrap[-1].set("data-note", note)
+    if hot is not None:
+        full_svg = graph_svg(full, "full")
+        full_svg.set("data-note", graph_note(model, full, False))
+        el(templates, "template", id="graph-full-template").append(full_svg)
+
+
+def graph_note(model: ReportModel, layout: GraphLayout, is_hot: bool) -> str:
+    """What the shown view holds: its size, and for the hot subgraph which call sites and how much time."""
+    hidden = f"; {layout.hidden_ops} source ops feeding no dispatch are left out (see Audit)" if layout.hidden_ops else ""
+    if not is_hot:
+        return f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + hidden
+    shown = [site for site in model.call_sites if f"cs:{site['index']}" in layout.nodes]
+    share = sum(site["share"] or 0.0 for site in shown)
+    return (f"the {len(shown)} hottest of {len(model.call_sites)} call sites ({pct(share)} of dispatch time) with their ops, exports and executables: "
+            f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + hidden)
 
 
 # Audit ---------------------------------------------------------------------------------------------
@@ -708,7 +823,7 @@ def glossary_section(main) -> None:
 # Viewer data ---------------------------------------------------------------------------------------
 
 
-def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
+def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> dict:
     role_code = {"root": "r", "producer": "p", "init": "i"}
     lines = {
         key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
@@ -733,15 +848,17 @@ def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
     }
     succ: dict[str, list[str]] = {}
     pred: dict[str, list[str]] = {}
-    for source, target, _ in layout.edges:
+    for source, target, _ in layouts["full"].edges:  # neighbourhoods are the whole graph's, in either view
         succ.setdefault(source, []).append(target)
         pred.setdefault(target, []).append(source)
-    graph = {
-        "nodes": {node: [round(p.x, 1), round(p.y, 1), p.w, p.group] for node, p in layout.nodes.items()},
-        "groups": [[g.id, round(g.y, 1), round(g.height, 1)] for g in layout.groups],
-        "succ": succ, "pred": pred, "height": round(layout.height, 1),
-        "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP},
+    views = {
+        name: {
+            "nodes": {node: [round(p.x, 1), round(p.y, 1), p.w, p.group] for node, p in layout.nodes.items()},
+            "groups": [[g.id, round(g.y, 1), round(g.height, 1)] for g in layout.groups], "height": round(layout.height, 1),
+        }
+        for name, layout in layouts.items()
     }
+    graph = {"views": views, "succ": succ, "pred": pred, "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP}}
     files = [{"id": f.id, "name": f.name, "path": f.path} for f in model.files]
     data = {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}
     if model.gains is not None:  # speedup, CI low, CI high (null when unknown), verdict

@@ -46,10 +46,11 @@ def chips(parent, call_sites, limit: int = MAX_CHIPS):
         el(parent, "span", class_="more", text=f"+{len(items) - limit}")
 
 
-def line_link(parent, model: ReportModel, key: str):
+def line_link(parent, model: ReportModel, key: str, name: str | None = None):
+    """A link selecting a source line: ``name:LINE`` (``name`` defaults to the file's name), the path in its tooltip."""
     line = model.lines[key]
     source = model.files[line.file]
-    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{source.name}:{line.number}")
+    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{name or source.name}:{line.number}")
 
 
 def op_link(parent, model: ReportModel, op: str):
