@@ -266,15 +266,17 @@ FUSED_SHOWN = 3
 
 
 def fused_cell(cell, model: ReportModel, same: list, names: dict[str, str]) -> None:
-    """The other lines computed in the dispatches a line feeds (one per op set), each with what it is.
+    """The other lines computed in the dispatches a line computes in (one per op set), each with what it is.
 
-    Lines of an init op (a fill CSE shares between layers) are left out: they compute nothing there.
+    Init ops (a fill CSE shares between layers) compute nothing in a dispatch: neither the dispatches a
+    line only initialises nor the init ops of the others count.
     """
     own = {item.key for item in same}
     own_ops = tuple(sorted(same[0].ops))
     sites = {site["index"]: site for site in model.call_sites}
     by_ops: dict[tuple[str, ...], object] = {}
-    computed = [op for index in same[0].call_sites if index in sites for op, role, _ in sites[index]["ops"] if role != "init"]
+    computing = [index for index, role in same[0].call_sites.items() if role != "init" and index in sites]
+    computed = [op for index in computing for op, role, _ in sites[index]["ops"] if role != "init"]
     for key in dict.fromkeys(key for op in computed for key in model.ops[op]["lines"]):
         other = model.lines[key]
         ops = tuple(sorted(other.ops))
@@ -742,7 +744,9 @@ def audit_section(main, model: ReportModel) -> None:
         counts: dict[str, int] = {}
         for name in without:
             counts[str(name)] = counts.get(str(name), 0) + 1
-        ul = el(node, "ul", class_="plain")
+        group = el(node, "details", class_="reason")
+        el(group, "summary", None, f"{len(counts)} op names")
+        ul = el(group, "ul", class_="plain")
         for name, count in sorted(counts.items()):
             el(ul, "li", class_="mono", text=f"{name} × {count}" if count > 1 else name)
     else:
@@ -768,14 +772,20 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "h3", None, f"Ops split across dispatches ({len(split)})")
     el(node, "p", class_="note", text="A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.")
     if split:
-        body = grid_table(node, ("op", "location", "call sites", "roles"))
+        by_roles: dict[str, list[dict]] = {}
         for item in split:
-            row = el(body, "tr")
-            op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
-            el(row, "td", class_="mono", text=str(item.get("loc", "")))
-            roles = dict(model.ops.get(str(item.get("op")), {}).get("call_sites", []))
-            chips(el(row, "td"), {int(i): roles.get(int(i)) for i in item.get("call_sites", [])}, 24)
-            el(row, "td", None, ", ".join(item.get("roles", [])))
+            by_roles.setdefault(split_reason(item.get("roles", [])), []).append(item)
+        for reason, items in sorted(by_roles.items(), key=lambda pair: -len(pair[1])):
+            group = el(node, "details", class_="reason")
+            el(group, "summary", None, f"{reason} ({len(items)})")
+            body = grid_table(group, ("op", "location", "call sites", "roles"))
+            for item in items:
+                row = el(body, "tr")
+                op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
+                el(row, "td", class_="mono", text=str(item.get("loc", "")))
+                roles = dict(model.ops.get(str(item.get("op")), {}).get("call_sites", []))
+                chips(el(row, "td"), {int(i): roles.get(int(i)) for i in item.get("call_sites", [])}, 24)
+                el(row, "td", None, ", ".join(item.get("roles", [])))
     else:
         el(node, "p", class_="muted", text="None: every source op is computed by one dispatch.")
     shared = audit.get("shared_executables", [])
@@ -783,7 +793,9 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "p", class_="note", text="IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) cannot tell these call sites apart.")
     if shared:
         sites = {site["index"]: site for site in model.call_sites}
-        body = grid_table(node, ("export", "call sites", "total share", "sources"))
+        group = el(node, "details", class_="reason")
+        el(group, "summary", None, f"{len(shared)} executables serving {sum(len(item.get('call_sites', [])) for item in shared)} call sites")
+        body = grid_table(group, ("export", "call sites", "total share", "sources"))
         for item in shared:
             indices = [int(i) for i in item.get("call_sites", [])]
             row = el(body, "tr")
@@ -793,6 +805,16 @@ def audit_section(main, model: ReportModel) -> None:
             el(row, "td", class_="src", text="; ".join(dict.fromkeys(short_loc(sites[i]["loc"], 40) for i in indices if i in sites)))
     else:
         el(node, "p", class_="muted", text="None: each executable serves one call site.")
+
+
+def split_reason(roles: list[str]) -> str:
+    """Why an op is in several dispatches, from its roles there: split (root of several), recomputed (a producer), or both."""
+    distinct = set(roles)
+    if distinct == {"root"}:
+        return "split by the compiler (root op of several dispatches)"
+    if distinct == {"root", "producer"}:
+        return "root op of a dispatch, recomputed as a fused producer in others"
+    return "recomputed as a fused producer in each consumer" if distinct == {"producer"} else "in several dispatches as " + ", ".join(sorted(distinct))
 
 
 # Glossary ------------------------------------------------------------------------------------------
