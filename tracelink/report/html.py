@@ -322,11 +322,6 @@ def hottest_lines(model: ReportModel, count: int) -> list[list]:
     return list(merged.values())[:count]
 
 
-def op_brief(op: dict) -> str:
-    """What an op is, for a table cell: its name (``layer1.fc``), else its op names."""
-    return op["name"] or op["op_names"] or op["label"]
-
-
 def short_loc(loc: str, limit: int = 48) -> str:
     """A location for a narrow cell: file names without their directories."""
     parts = []

@@ -7,7 +7,8 @@ graph, shown on demand. Source ops are grouped by their name scope (``encoder/la
 ``encoder/layer_3/attention/MatMul``, ``layer1`` of ``layer1.fc``), so a one-file model still folds
 by layer; ops without a scoped name by the file of their outermost position (the user's own code for a
 Python call stack). Groups and the ops in them are ordered by the mean execution index of the call sites
-they feed (barycentre ordering), so edges run mostly level and uncrossed. Call sites are spread evenly
+they compute in (barycentre ordering; execution order, which is source order in straight-line code),
+so edges run mostly level and uncrossed. Call sites are spread evenly
 along the source-op column; exports and executables sit as near as their order allows to the median
 height of their neighbours on the left (isotonic regression with a minimum gap: nodes never overlap).
 The graph itself is walked with networkx."""
@@ -204,12 +205,14 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
         call_sites = [site for site in call_sites if site["index"] in shown]
     sites = {f"cs:{site['index']}": site for site in call_sites}
     indices = {site["index"] for site in call_sites}
-    feeds = {node: [index for index, _ in ops.get(node, {}).get("call_sites", []) if index in indices] for node in nodes_of_kind(graph, "source_op")}
+    feeds = {node: [(index, role) for index, role in ops.get(node, {}).get("call_sites", []) if index in indices] for node in nodes_of_kind(graph, "source_op")}
     feeding = [node for node, fed in feeds.items() if fed]
     hidden = sum(1 for node in feeds if not ops.get(node, {}).get("call_sites"))
 
     def barycentre(node: str) -> float:
-        return sum(feeds[node]) / len(feeds[node])
+        """Mean index of the call sites the op computes in: an init op (a fill CSE shares between layers) stays with its own layer."""
+        computing = [index for index, role in feeds[node] if role != "init"] or [index for index, _ in feeds[node]]
+        return sum(computing) / len(computing)
 
     grouped: dict[tuple[str, str], list[str]] = {}
     for node in feeding:
