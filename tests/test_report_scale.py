@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tracelink.report import build_report
-from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX
+from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX, name_scope
 
 LAYERS = 500
 DISTINCT = 8
@@ -201,3 +201,14 @@ def test_first_screen_says_which_line_and_why(browser, big):  # noqa: F811
         assert set(row["fused"]) == fused == {f"{name}:{int(number) + 1}"}
     opened.page.screenshot(path=str(OUTPUT / "report_scale_first_screen.png"))
     opened.check_clean()
+
+
+def test_ops_group_by_name_scope():
+    """The graph folds ops by layer: a model and its layer for '/' scopes, the first component of dotted names."""
+    assert name_scope("/encoder/layer_3/attention/self/MatMul") == "encoder/layer_3"
+    assert name_scope("encoder/layer_3/MatMul") == "encoder/layer_3"
+    assert name_scope("conv1/7x7_s2") == "conv1"
+    assert name_scope("onnx.Conv:inception_3a/1x1") == "inception_3a"
+    assert name_scope("layer1.0.conv1") == "layer1"
+    assert name_scope("layer250.fc") == "layer250"
+    assert name_scope("fc") == "" and name_scope("") == ""
