@@ -24,7 +24,7 @@ from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
-from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, HOT_SITES_MAX, GraphLayout, hot_call_sites, layout_graph, op_label
+from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.summary import short_paths
@@ -34,8 +34,8 @@ from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
 
 ASSETS = ("report.css", "report.js")
-# Above this many call sites the templates (drill-downs, executable sources, full graph) are packed.
-PACK_CALL_SITES = HOT_SITES_MAX
+# Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
+PACK_BYTES = 200_000
 # Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
 GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
@@ -131,8 +131,9 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     for executable in model.executables.values():
         executable_template(templates, model, executable)
     viewer = viewer_data(model, layouts)
-    if len(model.call_sites) > PACK_CALL_SITES:
-        viewer["packed"] = packed(templates)
+    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
+    if len(markup) > PACK_BYTES:
+        viewer["packed"] = packed(markup)
         templates.clear()
         templates.set("id", "templates")
         templates.set("hidden", "hidden")
@@ -143,14 +144,13 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     return root
 
 
-def packed(templates: etree._Element) -> str:
+def packed(markup: str) -> str:
     """The templates' markup, gzip-compressed and base64-encoded, for the viewer to unpack when first needed.
 
     A big report's drill-downs, executable sources and full graph are most of its bytes and of the
     nodes the browser would parse at load; packed, they cost a few percent of that (the markup is
     repetitive) and nothing until a drill-down or the full graph is opened.
     """
-    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
     return base64.b64encode(gzip.compress(markup.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
@@ -371,6 +371,8 @@ def skipped_sources(parent, skipped: dict[str, str]) -> None:
 
 
 def file_view(parent, model: ReportModel, source) -> None:
+    """One file's lines. A big program has thousands, so each is a few nodes: its number is a
+    ``data-n`` the stylesheet shows, its share one element drawing its own bar."""
     view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
     if source.index != 0:
         view.set("hidden", "hidden")
@@ -396,15 +398,14 @@ def file_view(parent, model: ReportModel, source) -> None:
         line = source.lines.get(number)
         text = source.text[number - 1] if source.text is not None and number - 1 < len(source.text) else None
         if line is None:
-            row = el(code, "div", class_="ln")
-            el(row, "span", class_="no", text=str(number))
+            row = el(code, "div", class_="ln", data_n=number)
             el(row, "code", None, cut_text(text or ""))
             continue
-        row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, tabindex="0")
-        el(row, "span", class_="no", text=str(number))
-        bar(row, line.share) if line.share > 0 else el(row, "span", class_="heat")
-        cs = el(row, "span", class_="cs")
-        chips(cs, line.call_sites, 3)
+        row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, data_n=number, tabindex="0")
+        if line.share > 0:
+            el(row, "span", class_=f"lh h{heat(line.share)}", style=f"--w:{min(line.share, 1.0) * 100:.1f}%", text=pct(line.share))
+        if line.call_sites:
+            chips(el(row, "span", class_="cs"), line.call_sites, 3)
         if model.gains is not None:
             gain_badge(row, model.gains.lines.get(line.key))
         if text is not None:
