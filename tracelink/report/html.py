@@ -214,6 +214,15 @@ def summary_section(main, model: ReportModel) -> None:
 
 
 HOT_LINES = 12
+HOT_LINE_TITLES = (
+    "file:line of the source (lines holding the very same ops are listed together)",
+    "the compute ops at the line (linalg, torch, ONNX op types)",
+    "the line's self time: its ops' time, each fused op's time split between its locations",
+    "self time in one call of the function",
+    "what limits the dispatches giving the line most time, and the line's achieved rate (GFLOP/s, or GB/s when memory-bound); hover for the next step",
+    "other lines computed in the same dispatches (fused into them or fusing this one)",
+    "the dispatch call sites the line computes in",
+)
 LINE_NAME_CHARS = 28  # file names longer than this are cut from the left: the line number always shows
 
 
@@ -225,7 +234,7 @@ def hot_lines_table(parent, model: ReportModel) -> None:
         el(parent, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
         return
     names = short_paths([source.path for source in model.files], LINE_NAME_CHARS)
-    body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines")
+    body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines", titles=HOT_LINE_TITLES)
     for same in hot_lines:
         line = same[0]
         row = el(body, "tr", data_k=line.key)

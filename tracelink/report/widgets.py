@@ -69,10 +69,10 @@ def badge(role: str):
     return el(None, "span", class_=f"role {role}", text=role)
 
 
-def grid_table(parent, labels: Sequence[str], class_: str = "grid", **attributes) -> etree._Element:
-    """A table with a header row of plain ``labels``; returns its (empty) ``tbody``."""
+def grid_table(parent, labels: Sequence[str], class_: str = "grid", titles: Sequence[str | None] = (), **attributes) -> etree._Element:
+    """A table with a header row of plain ``labels`` (``titles``: their tooltips); returns its (empty) ``tbody``."""
     table = el(parent, "table", class_=class_, **attributes)
     header = el(el(table, "thead"), "tr")
-    for label in labels:
-        el(header, "th", None, label)
+    for position, label in enumerate(labels):
+        el(header, "th", None, label, title=titles[position] if position < len(titles) else None)
     return el(table, "tbody")
