@@ -4,6 +4,10 @@ The page is rendered in full here (tables, code views, SVG charts and graph), so
 script; ``viewer/report.js`` only adds the interactions (selecting a line, sorting, drill-downs, graph
 neighbourhoods), reading the JSON embedded in ``<script type="application/json" id="tl-data">``. Every
 piece of program text goes through lxml (escaped); the JSON has ``<``, ``>`` and ``&`` escaped.
+
+A big program keeps the page light: the graph shows its hot subgraph (the full one in a template), and
+when the templates (drill-downs, executable sources, full graph) hold much markup they travel packed
+(gzip, base64) in the JSON, unpacked by the viewer when one is first opened.
 """
 
 from __future__ import annotations
