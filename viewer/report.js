@@ -388,6 +388,7 @@
       node.classList.toggle('match', match);
       if (match) { count++; if (!first) { first = node; } }
     });
+    if (needle === '') { $('#graph-info').textContent = svg.getAttribute('data-note'); }
     if (needle !== '' && svg.getAttribute('data-view') === 'hot') {
       withTemplates(function () {  // how many more the full graph has
         var full = asideView || document.getElementById('graph-full-template').content;

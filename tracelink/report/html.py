@@ -138,9 +138,7 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     markup = lxml_html.tostring(templates, encoding="unicode", method="html")
     if len(markup) > PACK_BYTES:
         viewer["packed"] = packed(markup)
-        templates.clear()
-        templates.set("id", "templates")
-        templates.set("hidden", "hidden")
+        del templates[:]  # the viewer fills it back when unpacking
     body.append(templates)
     data = el(body, "script", type="application/json", id="tl-data")
     data.text = json_for_script(viewer)
