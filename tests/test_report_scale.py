@@ -204,9 +204,10 @@ def test_first_screen_says_which_line_and_why(browser, big):  # noqa: F811
 
 
 def test_ops_group_by_name_scope():
-    """The graph folds ops by layer: a model and its layer for '/' scopes, the first component of dotted names."""
+    """The graph folds ops by layer: a model and its layer for '/' scopes (after JAX's transforms), the first component of dotted names."""
     assert name_scope("/encoder/layer_3/attention/self/MatMul") == "encoder/layer_3"
     assert name_scope("encoder/layer_3/MatMul") == "encoder/layer_3"
+    assert name_scope("jit(<lambda>)/MNISTMLPModel/Dense_0/dot_general") == "MNISTMLPModel/Dense_0"
     assert name_scope("conv1/7x7_s2") == "conv1"
     assert name_scope("onnx.Conv:inception_3a/1x1") == "inception_3a"
     assert name_scope("layer1.0.conv1") == "layer1"

@@ -99,11 +99,14 @@ def name_scope(name: str) -> str:
     """The scope of an op's name: ``encoder/layer_3`` of ``/encoder/layer_3/attention/MatMul``, ``layer1`` of ``layer1.0.conv``.
 
     Names with ``/`` keep two components (a model, then its layer), dotted names one; a name with no
-    scope gives "". An op-type prefix (``onnx.Conv:``) is not part of the scope.
+    scope gives "". An op-type prefix (``onnx.Conv:``) and leading transforms (JAX's ``jit(f)``) are
+    not part of the scope.
     """
     name = name.rsplit(":", 1)[-1]
     separator = "/" if "/" in name else "."
     parts = [part for part in name.split(separator) if part]
+    while len(parts) > 2 and "(" in parts[0]:  # a transform, not a layer: JAX's jit(f)/Model/Dense_0/...
+        parts = parts[1:]
     if len(parts) < 2:
         return ""
     return separator.join(parts[: 2 if separator == "/" and len(parts) > 2 else 1])
@@ -161,9 +164,25 @@ def place_column(order: list[str], desired: dict[str, float], top: float) -> dic
     return {node: y + lift for node, y in zip(order, placed)}
 
 
-def short_label(text: str, width: float) -> str:
-    limit = max(8, int(width / 6.6))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+LABEL_FONT_PX = 11.5  # the graph's label font (report.css)
+# Advance widths in em of a sans-serif font, a little generous: a label cut to fit by them never runs
+# into the share printed at the right end of its box.
+NARROW, WIDE = set("ijlI.,:;'|!()[]/ `"), set("MWmw@%")
+
+
+def text_width(text: str, size: float = LABEL_FONT_PX) -> float:
+    """The width (px) ``text`` takes at ``size`` px, estimated from per-character classes."""
+    return size * sum(0.34 if c in NARROW else 0.92 if c in WIDE else 0.72 if c.isupper() else 0.6 for c in text)
+
+
+def short_label(text: str, room: float, from_left: bool = False, size: float = LABEL_FONT_PX) -> str:
+    """``text`` cut (with "…") to fit ``room`` px: its end kept when ``from_left`` (a scoped name's leaf)."""
+    if text_width(text, size) <= room:
+        return text
+    kept = text
+    while kept and text_width("…" + kept, size) > room:
+        kept = kept[1:] if from_left else kept[:-1]
+    return "…" + kept if from_left else kept + "…"
 
 
 def op_label(op: dict) -> str:
@@ -248,7 +267,7 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
         for node in (n for n in op_order if group_of[n] == number):
             op = ops[node]
             title = "\n".join(filter(None, [op["label"], op["op_names"], f"{op['share']:.1%} of dispatch time"]))
-            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50), title, group.id, op["share"])
+            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50, from_left=bool(op["name"])), title, group.id, op["share"])
             group.nodes.append(node)
             group.share += op["share"]
         group.y = op_top[group.nodes[0]] - GROUP_HEADER

@@ -6,7 +6,7 @@ import numpy as np
 from lxml import etree
 
 from tracelink.report.fmt import el, heat, ns, pct
-from tracelink.report.layout import COLUMNS, GROUP_HEADER, NODE_H, GraphLayout
+from tracelink.report.layout import COLUMNS, GROUP_HEADER, NODE_H, GraphLayout, short_label, text_width
 
 
 def svg_root(width: float, height: float, label: str, class_: str = "chart") -> etree._Element:
@@ -134,8 +134,10 @@ def graph_svg(layout: GraphLayout, view: str) -> etree._Element:
         el(g, "rect", {"x": x - 4, "y": group.y, "width": w + 8, "height": group.height, "rx": 6, "class": "grp-box"})
         header = el(g, "g", {"class": "grp-head", "data-g": group.id, "tabindex": "0"})
         el(header, "rect", {"x": x - 4, "y": group.y, "width": w + 8, "height": GROUP_HEADER, "rx": 6, "class": "grp-hit"})
-        el(header, "text", {"x": x + 4, "y": group.y + 16, "class": "grp-title"}, f"▾ {short(group.label, GROUP_LABEL_CHARS)}")
-        el(header, "text", {"x": x + w - 2, "y": group.y + 16, "text-anchor": "end", "class": "grp-count"}, f"{len(group.nodes)} ops · {pct(min(group.share, 1.0))}")
+        count = f"{len(group.nodes)} ops · {pct(min(group.share, 1.0))}"
+        room = w - 6 - text_width(count, COUNT_FONT_PX) - 12
+        el(header, "text", {"x": x + 4, "y": group.y + 16, "class": "grp-title"}, "▾ " + short_label(group.label, room - text_width("▾ "), from_left=True, size=TITLE_FONT_PX))
+        el(header, "text", {"x": x + w - 2, "y": group.y + 16, "text-anchor": "end", "class": "grp-count"}, count)
         el(header, "title", None, f"{group.title}\n{len(group.nodes)} source ops; click to collapse or expand")
         for node in group.nodes:
             add_node(g, layout.nodes[node])
@@ -145,12 +147,10 @@ def graph_svg(layout: GraphLayout, view: str) -> etree._Element:
     return root
 
 
-GROUP_LABEL_CHARS = 22  # the header's title and its count ("12 ops · 10.5%") share the column's width
-
-
-def short(text: str, limit: int) -> str:
-    """Text cut from the left (a scope's layer number, a file's name stay)."""
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+# A group header's title (bold) and its count ("12 ops · 10.5%") share the column's width; the title
+# is cut from the left (a scope's layer, a file's name stay).
+TITLE_FONT_PX = 12.5  # 11.5 px at weight 650 is about as wide as 12.5 px regular
+COUNT_FONT_PX = 10.5
 
 
 def add_node(parent: etree._Element, placed) -> None:
