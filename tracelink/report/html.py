@@ -235,7 +235,7 @@ def hot_lines_table(parent, model: ReportModel) -> None:
     if not hot_lines:
         el(parent, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
         return
-    names = short_paths([source.path for source in model.files], LINE_NAME_CHARS)
+    names = file_labels(model)
     body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines", titles=HOT_LINE_TITLES)
     for same in hot_lines:
         line = same[0]
@@ -257,6 +257,16 @@ def hot_lines_table(parent, model: ReportModel) -> None:
             el(verdict, "span", class_="num rate", text=line_rate(judged))
         fused_cell(el(row, "td", class_="fused"), model, same, names)
         chips(el(row, "td"), line.call_sites, 3)
+
+
+def file_labels(model: ReportModel) -> dict[str, str]:
+    """How the first screen names each file: its name when no other file has it, else its path from the
+    files' common folder; cut from the left when long (the line number after it always shows)."""
+    names = [source.name for source in model.files]
+    if len(set(names)) == len(names):
+        shown = short_paths(names, LINE_NAME_CHARS)
+        return {source.path: shown[source.name] for source in model.files}
+    return short_paths([source.path for source in model.files], LINE_NAME_CHARS)
 
 
 def line_kinds(model: ReportModel, ops: list[str]) -> str:
@@ -383,7 +393,7 @@ def skipped_sources(parent, skipped: dict[str, str]) -> None:
 
 def file_view(parent, model: ReportModel, source) -> None:
     """One file's lines. A big program has thousands, so each is a few nodes: its number is a
-    ``data-n`` the stylesheet shows, its share one element drawing its own bar."""
+    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`)."""
     view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
     if source.index != 0:
         view.set("hidden", "hidden")
@@ -414,7 +424,7 @@ def file_view(parent, model: ReportModel, source) -> None:
             continue
         row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, data_n=number, tabindex="0")
         if line.share > 0:
-            el(row, "span", class_=f"lh h{heat(line.share)}", style=f"--w:{min(line.share, 1.0) * 100:.1f}%", text=pct(line.share))
+            bar(row, line.share)
         if line.call_sites:
             chips(el(row, "span", class_="cs"), line.call_sites, 3)
         if model.gains is not None:
