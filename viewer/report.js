@@ -3,12 +3,17 @@
  * The page is complete without this script; it adds: selecting a source line (highlights the call
  * sites it feeds and the lines fused with it), sorting and filtering the dispatch table, the
  * drill-down panel, and the provenance graph's neighbourhoods, search and collapsible groups.
- * Program text only ever reaches the page through textContent (never innerHTML).
+ * Program text only ever reaches the page through textContent (never innerHTML); the one markup the
+ * script parses is a big report's packed templates, the report's own (escaped) markup.
  */
 (function () {
   'use strict';
   var D = JSON.parse(document.getElementById('tl-data').textContent);
+  // G: the graph's adjacency (whole graph) and its views; V: the placement of the view on the page
+  // (a big graph opens on its hot subgraph, the full one waits in a template until asked for).
   var G = D.graph;
+  var graphSvg = document.getElementById('graph-svg');
+  var V = G.views[graphSvg ? graphSvg.getAttribute('data-view') : 'full'];
 
   function $(selector, root) { return (root || document).querySelector(selector); }
   function $$(selector, root) { return Array.prototype.slice.call((root || document).querySelectorAll(selector)); }
@@ -192,8 +197,27 @@
     $('#dispatch-count').textContent = shown + ' of ' + rows.length + ' call sites';
   }
 
+  // A big report's templates (drill-downs, executable sources, the full graph) come packed in the
+  // data (gzip, base64): unpacked once, when first needed, then used like any other.
+  var templatesReady = null;
+  function withTemplates(then) {
+    if (!D.packed) { then(); return; }
+    if (!templatesReady) {
+      var bytes = Uint8Array.from(atob(D.packed), function (c) { return c.charCodeAt(0); });
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+      templatesReady = new Response(stream).text().then(function (markup) {
+        var unpacked = new DOMParser().parseFromString(markup, 'text/html').getElementById('templates');
+        var holder = document.getElementById('templates');
+        Array.prototype.slice.call(unpacked.children).forEach(function (node) { holder.appendChild(document.adoptNode(node)); });
+        D.packed = null;
+      });
+    }
+    templatesReady.then(then);
+  }
+
   // Drill-down panel ----------------------------------------------------------------------------
-  function openDrill(index) {
+  function openDrill(index) { withTemplates(function () { showDrill(index); }); }
+  function showDrill(index) {
     var template = document.getElementById('t-cs-' + index);
     if (!template) { return; }
     var panel = $('#panel');
@@ -271,7 +295,7 @@
     svg.classList.add('focus');
     Object.keys(seen).forEach(function (node) {
       graphMarks.add(graphNode(node), 'nb');
-      var placed = G.nodes[node];
+      var placed = V.nodes[node];
       if (placed && placed[3] && collapsed[placed[3]]) { graphMarks.add($('.grp[data-g="' + placed[3] + '"]'), 'nb'); }
     });
     graphMarks.add(graphNode(id), 'cur');
@@ -300,7 +324,7 @@
   }
   function relayoutGraph() {
     var dims = G.dims, y = dims.top, offset = {}, top = {};
-    G.groups.forEach(function (group) {
+    V.groups.forEach(function (group) {
       var id = group[0], shift = y - group[1], isCollapsed = !!collapsed[id];
       offset[id] = shift;
       top[id] = y;
@@ -313,14 +337,14 @@
       y += (isCollapsed ? dims.header : group[2]) + dims.gap;
     });
     edges().forEach(function (edge) {
-      var source = G.nodes[edge.getAttribute('data-s')], target = G.nodes[edge.getAttribute('data-t')];
+      var source = V.nodes[edge.getAttribute('data-s')], target = V.nodes[edge.getAttribute('data-t')];
       if (!source || !target || !source[3]) { return; }
       var group = source[3];
       var y1 = collapsed[group] ? top[group] + dims.header / 2 : source[1] + offset[group] + dims.nodeH / 2;
       edge.setAttribute('d', edgePath(source[0] + source[2], y1, target[0], target[1] + dims.nodeH / 2));
     });
     var bottom = y;
-    Object.keys(G.nodes).forEach(function (id) { if (!G.nodes[id][3]) { bottom = Math.max(bottom, G.nodes[id][1] + dims.nodeH + 16); } });
+    Object.keys(V.nodes).forEach(function (id) { if (!V.nodes[id][3]) { bottom = Math.max(bottom, V.nodes[id][1] + dims.nodeH + 16); } });
     var svg = $('#graph-svg');
     var box = svg.getAttribute('viewBox').split(' ');
     svg.setAttribute('viewBox', box[0] + ' ' + box[1] + ' ' + box[2] + ' ' + bottom);
@@ -331,18 +355,49 @@
     relayoutGraph();
   }
 
+  // Swap the hot subgraph and the full graph; the view not shown is kept aside, unrendered.
+  var asideView = null;
+  function toggleGraphView(button) { withTemplates(function () { swapGraphView(button); }); }
+  function swapGraphView(button) {
+    var svg = $('#graph-svg');
+    if (!asideView) { asideView = document.getElementById('graph-full-template').content.firstElementChild; }
+    var next = asideView;
+    asideView = svg;
+    graphMarks.clear();
+    svg.replaceWith(next);
+    graphNodes = null; graphEdges = null; collapsed = {};
+    V = G.views[next.getAttribute('data-view')];
+    button.textContent = button.getAttribute(next.getAttribute('data-view') === 'full' ? 'data-hot' : 'data-full');
+    $('#graph-info').textContent = next.getAttribute('data-note');
+    var search = $('#graph-search');
+    if (search && search.value) { searchGraph(search.value, false); }
+  }
+
+  // A node matches by its label, the text it shows (not its tooltip).
+  function labelMatches(node, needle) {
+    var label = $('text.lb', node);
+    return needle !== '' && !!label && label.textContent.toLowerCase().indexOf(needle) >= 0;
+  }
   function searchGraph(query, jump) {
     var needle = query.trim().toLowerCase();
     var svg = $('#graph-svg');
     svg.classList.toggle('searching', needle !== '');
-    var first = null;
+    var first = null, count = 0;
     $$('#graph-svg .node').forEach(function (node) {
-      var match = needle !== '' && node.textContent.toLowerCase().indexOf(needle) >= 0;
+      var match = labelMatches(node, needle);
       node.classList.toggle('match', match);
-      if (match && !first) { first = node; }
+      if (match) { count++; if (!first) { first = node; } }
     });
+    if (needle === '') { $('#graph-info').textContent = svg.getAttribute('data-note'); }
+    if (needle !== '' && svg.getAttribute('data-view') === 'hot') {
+      withTemplates(function () {  // how many more the full graph has
+        var full = asideView || document.getElementById('graph-full-template').content;
+        var elsewhere = $$('.node', full).filter(function (node) { return labelMatches(node, needle); }).length;
+        $('#graph-info').textContent = count + ' matching nodes here, ' + elsewhere + ' in the full graph';
+      });
+    }
     if (jump && first) {
-      var placed = G.nodes[first.getAttribute('data-id')];
+      var placed = V.nodes[first.getAttribute('data-id')];
       if (placed && placed[3] && collapsed[placed[3]]) { setCollapsed([placed[3]], false); }
       first.scrollIntoView({ block: 'center', inline: 'nearest' });
     }
@@ -398,8 +453,9 @@
     }
     if ((found = target.closest('#graph-svg .node'))) { graphSelect(found.getAttribute('data-id')); return; }
     if (target.closest('#graph-svg')) { graphSelect(null); return; }
-    if (target.closest('#graph-collapse')) { setCollapsed(G.groups.map(function (g) { return g[0]; }), true); return; }
-    if (target.closest('#graph-expand')) { setCollapsed(G.groups.map(function (g) { return g[0]; }), false); return; }
+    if ((found = target.closest('#graph-full'))) { toggleGraphView(found); return; }
+    if (target.closest('#graph-collapse')) { setCollapsed(V.groups.map(function (g) { return g[0]; }), true); return; }
+    if (target.closest('#graph-expand')) { setCollapsed(V.groups.map(function (g) { return g[0]; }), false); return; }
   });
   document.addEventListener('keydown', function (event) {
     if (event.key === 'Escape') { closeDrill(); return; }

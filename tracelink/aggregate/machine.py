@@ -33,7 +33,7 @@ from tracelink.tune.peak import cache_path, cpu_model
 from tracelink.tune.space import machine_cores
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
-MATMUL_CPU_SECONDS = 0.15  # CPU time the matmul probe spends trying for a better time
+MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
 STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
 STREAM_ROUNDS = 60
 # Rounds are spread over about half a second: other processes' memory traffic comes and goes, and the

@@ -4,10 +4,16 @@ The page is rendered in full here (tables, code views, SVG charts and graph), so
 script; ``viewer/report.js`` only adds the interactions (selecting a line, sorting, drill-downs, graph
 neighbourhoods), reading the JSON embedded in ``<script type="application/json" id="tl-data">``. Every
 piece of program text goes through lxml (escaped); the JSON has ``<``, ``>`` and ``&`` escaped.
+
+A big program keeps the page light: the graph shows its hot subgraph (the full one in a template), and
+when the templates (drill-downs, executable sources, full graph) hold much markup they travel packed
+(gzip, base64) in the JSON, unpacked by the viewer when one is first opened.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from pathlib import Path
 
@@ -22,15 +28,18 @@ from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
-from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, layout_graph, op_label
+from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
+from tracelink.report.summary import short_paths
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
 
 ASSETS = ("report.css", "report.js")
+# Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
+PACK_BYTES = 200_000
 # Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
 GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
@@ -60,15 +69,23 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
 def render_report(profile: Profile, sources: SourcePolicy | None = None) -> str:
     """The report page as text."""
     model = build_model(profile, sources)
-    layout = layout_graph(profile.graph, model.ops, model.call_sites, short_export)
-    root = page(model, layout)
+    root = page(model, graph_layouts(model))
     return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
+
+
+def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
+    """The graph's views: "full", and "hot" (the default) when the graph is too big to show whole."""
+    layouts = {"full": layout_graph(model.profile.graph, model.ops, model.call_sites, short_export)}
+    hot = hot_call_sites(model.call_sites)
+    if hot is not None:
+        layouts["hot"] = layout_graph(model.profile.graph, model.ops, model.call_sites, short_export, hot)
+    return layouts
 
 
 # Page ----------------------------------------------------------------------------------------------
 
 
-def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
+def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     assets = viewer_dir()
     css, js = ((assets / name).read_text() for name in ASSETS)
     for name, text, closing in (("report.css", css, "</style"), ("report.js", js, "</script")):
@@ -103,7 +120,8 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     dispatch_section(main, model)
     if model.zones is not None:
         runtime_section(main, model.zones)
-    graph_section(main, model, layout)
+    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
+    graph_section(main, model, layouts, templates)
     audit_section(main, model)
     glossary_section(main)
     el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
@@ -112,15 +130,30 @@ def page(model: ReportModel, layout: GraphLayout) -> etree._Element:
     el(panel_head, "span", id="panel-title", class_="panel-title")
     el(panel_head, "button", id="panel-close", type="button", title="close (Esc)", text="×")
     el(panel, "div", id="panel-body", class_="panel-body")
-    templates = el(body, "div", id="templates", hidden="hidden")
     for site in model.call_sites:
         drill_template(templates, model, site)
     for executable in model.executables.values():
         executable_template(templates, model, executable)
+    viewer = viewer_data(model, layouts)
+    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
+    if len(markup) > PACK_BYTES:
+        viewer["packed"] = packed(markup)
+        del templates[:]  # the viewer fills it back when unpacking
+    body.append(templates)
     data = el(body, "script", type="application/json", id="tl-data")
-    data.text = json_for_script(viewer_data(model, layout))
+    data.text = json_for_script(viewer)
     el(body, "script", None, js)
     return root
+
+
+def packed(markup: str) -> str:
+    """The templates' markup, gzip-compressed and base64-encoded, for the viewer to unpack when first needed.
+
+    A big report's drill-downs, executable sources and full graph are most of its bytes and of the
+    nodes the browser would parse at load; packed, they cost a few percent of that (the markup is
+    repetitive) and nothing until a drill-down or the full graph is opened.
+    """
+    return base64.b64encode(gzip.compress(markup.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
 def json_for_script(value) -> str:
@@ -163,36 +196,14 @@ def summary_section(main, model: ReportModel) -> None:
         card = el(cards, "div", class_="card", title=hint)
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
+    hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:
         el(node, "h3", None, "One iteration over time")
         figure = el(node, "div", class_="strip-wrap")
         figure.append(iteration_strip(model.iteration_strip, {i: s["share"] or 0.0 for i, s in strip_sites.items()}, {i: short_export(s["export"]) for i, s in strip_sites.items()}))
-    columns = el(node, "div", class_="two")
-    left = el(columns, "div")
-    el(left, "h3", None, "Hottest source lines")
-    hot_lines = hottest_lines(model, 12)
-    body = grid_table(left, ("lines", "self share", "per iteration", "dispatches", "ops"))
-    for same in hot_lines:
-        line = same[0]
-        row = el(body, "tr")
-        cell = el(row, "td", class_="mono")
-        for position, key in enumerate(item.key for item in same[:4]):
-            if position:
-                el(cell, "br")
-            line_link(cell, model, key)
-        if len(same) > 4:
-            el(cell, "span", class_="more", text=f" +{len(same) - 4}")
-        bar(el(row, "td"), line.share)
-        el(row, "td", class_="num", text=ns(line.mean_ns))
-        chips(el(row, "td"), line.call_sites, 5)
-        briefs = list(dict.fromkeys(op_brief(model.ops[o]) for o in line.ops))
-        el(row, "td", class_="ops", title="\n".join(briefs), text=", ".join(briefs[:3]) + (" …" if len(briefs) > 3 else ""))
-    if not hot_lines:
-        el(left, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
-    right = el(columns, "div")
-    el(right, "h3", None, "Hottest dispatches")
-    body = grid_table(right, ("call site", "export", "source", "mean", "share"))
+    el(node, "h3", None, "Hottest dispatches")
+    body = grid_table(node, ("call site", "export", "source", "mean", "share"), class_="grid hot-dispatches")
     for site in sorted(model.call_sites, key=lambda s: -(s["total_ns"] or 0))[:12]:
         row = el(body, "tr")
         chip(el(row, "td"), site["index"])
@@ -202,6 +213,110 @@ def summary_section(main, model: ReportModel) -> None:
         bar(el(row, "td"), site["share"])
     if model.gains is not None:
         gains_table(node, model, model.gains)
+
+
+HOT_LINES = 12
+HOT_LINE_TITLES = (
+    "file:line of the source (lines holding the very same ops are listed together)",
+    "the compute ops at the line (linalg, torch, ONNX op types)",
+    "the line's self time: its ops' time, each fused op's time split between its locations",
+    "self time in one call of the function",
+    "what limits the dispatches giving the line most time, and the line's achieved rate (GFLOP/s, or GB/s when memory-bound); hover for the next step",
+    "other lines computed in the same dispatches (fused into them or fusing this one)",
+    "the dispatch call sites the line computes in",
+)
+LINE_NAME_CHARS = 28  # file names longer than this are cut from the left: the line number always shows
+
+
+def hot_lines_table(parent, model: ReportModel) -> None:
+    """The hottest source lines: where (file:line, never cut), what (op kinds), why (verdict, achieved rate), fused with what."""
+    el(parent, "h3", None, "Hottest source lines")
+    hot_lines = hottest_lines(model, HOT_LINES)
+    if not hot_lines:
+        el(parent, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
+        return
+    names = file_labels(model)
+    body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines", titles=HOT_LINE_TITLES)
+    for same in hot_lines:
+        line = same[0]
+        row = el(body, "tr", data_k=line.key)
+        cell = el(row, "td", class_="mono where")
+        for position, item in enumerate(same[:4]):
+            if position:
+                el(cell, "br")
+            line_link(cell, model, item.key, names.get(model.files[item.file].path))
+        if len(same) > 4:
+            el(cell, "span", class_="more", text=f" +{len(same) - 4}")
+        el(row, "td", class_="mono kind", text=line_kinds(model, line.ops))
+        bar(el(row, "td"), line.share)
+        el(row, "td", class_="num", text=ns(line.mean_ns))
+        judged = next((item for item in same if item.verdict), line)
+        verdict = el(row, "td", class_="verdict", data_v=judged.verdict, title=judged.next_step or None)
+        verdict.append(verdict_badge(judged.verdict))
+        if judged.verdict:
+            el(verdict, "span", class_="num rate", text=line_rate(judged))
+        fused_cell(el(row, "td", class_="fused"), model, same, names)
+        chips(el(row, "td"), line.call_sites, 3)
+
+
+def file_labels(model: ReportModel) -> dict[str, str]:
+    """How the first screen names each file: its name when no other file has it, else its path from the
+    files' common folder; cut from the left when long (the line number after it always shows)."""
+    names = [source.name for source in model.files]
+    if len(set(names)) == len(names):
+        shown = short_paths(names, LINE_NAME_CHARS)
+        return {source.path: shown[source.name] for source in model.files}
+    return short_paths([source.path for source in model.files], LINE_NAME_CHARS)
+
+
+def line_kinds(model: ReportModel, ops: list[str]) -> str:
+    """The distinct compute op kinds of a line's ops, fills and empties left out when there is anything else."""
+    kinds = list(dict.fromkeys(kind for op in ops for kind in model.ops[op]["kinds"].split(", ") if kind))
+    useful = [kind for kind in kinds if kind not in ("linalg.fill", "tensor.empty")] or kinds
+    return ", ".join(useful) if useful else "–"
+
+
+def line_rate(line) -> str:
+    """The achieved rate that goes with a line's verdict: bandwidth when memory-bound, else arithmetic."""
+    if line.verdict == "memory-bound" or not line.gflops_s:
+        return rate(line.gbytes_s, "GB/s")
+    return rate(line.gflops_s, "GFLOP/s")
+
+
+FUSED_SHOWN = 3
+
+
+def fused_cell(cell, model: ReportModel, same: list, names: dict[str, str]) -> None:
+    """The other lines computed in the dispatches a line computes in (one per op set), each with what it is.
+
+    Init ops (a fill CSE shares between layers) compute nothing in a dispatch: neither the dispatches a
+    line only initialises nor the init ops of the others count.
+    """
+    own = {item.key for item in same}
+    own_ops = tuple(sorted(same[0].ops))
+    sites = {site["index"]: site for site in model.call_sites}
+    by_ops: dict[tuple[str, ...], object] = {}
+    computing = [index for index, role in same[0].call_sites.items() if role != "init" and index in sites]
+    computed = [op for index in computing for op, role, _ in sites[index]["ops"] if role != "init"]
+    for key in dict.fromkeys(key for op in computed for key in model.ops[op]["lines"]):
+        other = model.lines[key]
+        ops = tuple(sorted(other.ops))
+        if key not in own and ops != own_ops:
+            current = by_ops.get(ops)
+            # one line per op set: the location's own line rather than the program text's
+            if current is None or (model.files[current.file].is_program and not model.files[other.file].is_program):
+                by_ops[ops] = other
+    fused = sorted(by_ops.values(), key=lambda other: (-other.share, other.file, other.number))
+    if not fused:
+        el(cell, "span", class_="muted", text="–")
+        return
+    for position, other in enumerate(fused[:FUSED_SHOWN]):
+        if position:
+            el(cell, "br")
+        line_link(cell, model, other.key, names.get(model.files[other.file].path))
+        el(cell, "span", class_="muted small", text=f" {line_kinds(model, other.ops)}")
+    if len(fused) > FUSED_SHOWN:
+        el(cell, "span", class_="more", text=f" +{len(fused) - FUSED_SHOWN} more")
 
 
 def inputs_text(inputs: list, shown: int = 4) -> str:
@@ -226,11 +341,6 @@ def hottest_lines(model: ReportModel, count: int) -> list[list]:
         if line.share > 0:
             merged.setdefault(tuple(sorted(line.ops)), []).append(line)
     return list(merged.values())[:count]
-
-
-def op_brief(op: dict) -> str:
-    """What an op is, for a table cell: its name (``layer1.fc``), else its op names."""
-    return op["name"] or op["op_names"] or op["label"]
 
 
 def short_loc(loc: str, limit: int = 48) -> str:
@@ -282,6 +392,8 @@ def skipped_sources(parent, skipped: dict[str, str]) -> None:
 
 
 def file_view(parent, model: ReportModel, source) -> None:
+    """One file's lines. A big program has thousands, so each is a few nodes: its number is a
+    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`)."""
     view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
     if source.index != 0:
         view.set("hidden", "hidden")
@@ -307,15 +419,14 @@ def file_view(parent, model: ReportModel, source) -> None:
         line = source.lines.get(number)
         text = source.text[number - 1] if source.text is not None and number - 1 < len(source.text) else None
         if line is None:
-            row = el(code, "div", class_="ln")
-            el(row, "span", class_="no", text=str(number))
+            row = el(code, "div", class_="ln", data_n=number)
             el(row, "code", None, cut_text(text or ""))
             continue
-        row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, tabindex="0")
-        el(row, "span", class_="no", text=str(number))
-        bar(row, line.share) if line.share > 0 else el(row, "span", class_="heat")
-        cs = el(row, "span", class_="cs")
-        chips(cs, line.call_sites, 3)
+        row = el(code, "div", class_=f"ln m h{heat(line.share)}", id=f"L-{source.id}-{number}", data_k=line.key, data_n=number, tabindex="0")
+        if line.share > 0:
+            bar(row, line.share)
+        if line.call_sites:
+            chips(el(row, "span", class_="cs"), line.call_sites, 3)
         if model.gains is not None:
             gain_badge(row, model.gains.lines.get(line.key))
         if text is not None:
@@ -385,7 +496,7 @@ def dispatch_section(main, model: ReportModel) -> None:
     if machine:
         el(node, "p", class_="note", text=(
             f"Roofline of {machine.get('cpu', 'this machine')}: {machine.get('workers')} workers, peak {rate(machine.get('peak_gflops'), 'GFLOP/s')} "
-            f"(f32 matmul through IREE), {rate(machine.get('peak_gbps'), 'GB/s')} streaming bandwidth. One dot per call site, sized by its time; click one for its drill-down."))
+            f"(f32 matmul in numpy's BLAS, per core × workers), {rate(machine.get('peak_gbps'), 'GB/s')} streaming bandwidth. One dot per call site, sized by its time; click one for its drill-down."))
         figure = el(node, "figure", class_="roof-wrap")
         figure.append(roofline(model.call_sites, machine))
     kinds_table(node, model)
@@ -602,19 +713,42 @@ def executable_template(parent, model: ReportModel, executable) -> None:
 # Graph ---------------------------------------------------------------------------------------------
 
 
-def graph_section(main, model: ReportModel, layout: GraphLayout) -> None:
+def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], templates) -> None:
+    """The graph's default view, and for a big graph the full one in a template (inert until asked for)."""
     node = section(
         main, "graph", "Provenance graph",
-        "Source ops → dispatch call sites → exports → executables. Click a node to highlight everything it is connected to; "
-        "click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
+        "Source ops (grouped by name scope, else file) → dispatch call sites → exports → executables. Click a node to highlight everything "
+        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
     )
     tools = el(node, "div", class_="tools")
     el(tools, "input", type="search", id="graph-search", placeholder="search ops, call sites, executables…", aria_label="search the graph")
     el(tools, "button", type="button", id="graph-collapse", text="collapse groups")
     el(tools, "button", type="button", id="graph-expand", text="expand groups")
-    el(tools, "span", id="graph-info", class_="muted", text=f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + (f"; {layout.hidden_ops} source ops feeding no dispatch are left out (see Audit)" if layout.hidden_ops else ""))
+    full = layouts["full"]
+    hot = layouts.get("hot")
+    if hot is not None:
+        label = f"show all {len(model.call_sites)} call sites"
+        el(tools, "button", type="button", id="graph-full", data_full=label, data_hot="show the hot subgraph", text=label)
+    note = graph_note(model, hot or full, hot is not None)
+    el(tools, "span", id="graph-info", class_="muted", text=note)
     wrap = el(node, "div", class_="graph-wrap")
-    wrap.append(graph_svg(layout))
+    wrap.append(graph_svg(hot or full, "hot" if hot is not None else "full"))
+    wrap[-1].set("data-note", note)
+    if hot is not None:
+        full_svg = graph_svg(full, "full")
+        full_svg.set("data-note", graph_note(model, full, False))
+        el(templates, "template", id="graph-full-template").append(full_svg)
+
+
+def graph_note(model: ReportModel, layout: GraphLayout, is_hot: bool) -> str:
+    """What the shown view holds: its size, and for the hot subgraph which call sites and how much time."""
+    hidden = f"; {layout.hidden_ops} source ops feeding no dispatch are left out (see Audit)" if layout.hidden_ops else ""
+    if not is_hot:
+        return f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + hidden
+    shown = [site for site in model.call_sites if f"cs:{site['index']}" in layout.nodes]
+    share = sum(site["share"] or 0.0 for site in shown)
+    return (f"the {len(shown)} hottest of {len(model.call_sites)} call sites ({pct(share)} of dispatch time) with their ops, exports and executables: "
+            f"{len(layout.nodes)} nodes, {len(layout.edges)} edges" + hidden)
 
 
 # Audit ---------------------------------------------------------------------------------------------
@@ -629,7 +763,9 @@ def audit_section(main, model: ReportModel) -> None:
         counts: dict[str, int] = {}
         for name in without:
             counts[str(name)] = counts.get(str(name), 0) + 1
-        ul = el(node, "ul", class_="plain")
+        group = el(node, "details", class_="reason")
+        el(group, "summary", None, f"{len(counts)} op names")
+        ul = el(group, "ul", class_="plain")
         for name, count in sorted(counts.items()):
             el(ul, "li", class_="mono", text=f"{name} × {count}" if count > 1 else name)
     else:
@@ -655,14 +791,20 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "h3", None, f"Ops split across dispatches ({len(split)})")
     el(node, "p", class_="note", text="A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.")
     if split:
-        body = grid_table(node, ("op", "location", "call sites", "roles"))
+        by_roles: dict[str, list[dict]] = {}
         for item in split:
-            row = el(body, "tr")
-            op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
-            el(row, "td", class_="mono", text=str(item.get("loc", "")))
-            roles = dict(model.ops.get(str(item.get("op")), {}).get("call_sites", []))
-            chips(el(row, "td"), {int(i): roles.get(int(i)) for i in item.get("call_sites", [])}, 24)
-            el(row, "td", None, ", ".join(item.get("roles", [])))
+            by_roles.setdefault(split_reason(item.get("roles", [])), []).append(item)
+        for reason, items in sorted(by_roles.items(), key=lambda pair: -len(pair[1])):
+            group = el(node, "details", class_="reason")
+            el(group, "summary", None, f"{reason} ({len(items)})")
+            body = grid_table(group, ("op", "location", "call sites", "roles"))
+            for item in items:
+                row = el(body, "tr")
+                op_link(el(row, "td", class_="mono"), model, str(item.get("op", "")))
+                el(row, "td", class_="mono", text=str(item.get("loc", "")))
+                roles = dict(model.ops.get(str(item.get("op")), {}).get("call_sites", []))
+                chips(el(row, "td"), {int(i): roles.get(int(i)) for i in item.get("call_sites", [])}, 24)
+                el(row, "td", None, ", ".join(item.get("roles", [])))
     else:
         el(node, "p", class_="muted", text="None: every source op is computed by one dispatch.")
     shared = audit.get("shared_executables", [])
@@ -670,7 +812,9 @@ def audit_section(main, model: ReportModel) -> None:
     el(node, "p", class_="note", text="IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) cannot tell these call sites apart.")
     if shared:
         sites = {site["index"]: site for site in model.call_sites}
-        body = grid_table(node, ("export", "call sites", "total share", "sources"))
+        group = el(node, "details", class_="reason")
+        el(group, "summary", None, f"{len(shared)} executables serving {sum(len(item.get('call_sites', [])) for item in shared)} call sites")
+        body = grid_table(group, ("export", "call sites", "total share", "sources"))
         for item in shared:
             indices = [int(i) for i in item.get("call_sites", [])]
             row = el(body, "tr")
@@ -680,6 +824,16 @@ def audit_section(main, model: ReportModel) -> None:
             el(row, "td", class_="src", text="; ".join(dict.fromkeys(short_loc(sites[i]["loc"], 40) for i in indices if i in sites)))
     else:
         el(node, "p", class_="muted", text="None: each executable serves one call site.")
+
+
+def split_reason(roles: list[str]) -> str:
+    """Why an op is in several dispatches, from its roles there: split (root of several), recomputed (a producer), or both."""
+    distinct = set(roles)
+    if distinct == {"root"}:
+        return "split by the compiler (root op of several dispatches)"
+    if distinct == {"root", "producer"}:
+        return "root op of a dispatch, recomputed as a fused producer in others"
+    return "recomputed as a fused producer in each consumer" if distinct == {"producer"} else "in several dispatches as " + ", ".join(sorted(distinct))
 
 
 # Glossary ------------------------------------------------------------------------------------------
@@ -710,7 +864,7 @@ def glossary_section(main) -> None:
 # Viewer data ---------------------------------------------------------------------------------------
 
 
-def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
+def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> dict:
     role_code = {"root": "r", "producer": "p", "init": "i"}
     lines = {
         key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
@@ -735,15 +889,17 @@ def viewer_data(model: ReportModel, layout: GraphLayout) -> dict:
     }
     succ: dict[str, list[str]] = {}
     pred: dict[str, list[str]] = {}
-    for source, target, _ in layout.edges:
+    for source, target, _ in layouts["full"].edges:  # neighbourhoods are the whole graph's, in either view
         succ.setdefault(source, []).append(target)
         pred.setdefault(target, []).append(source)
-    graph = {
-        "nodes": {node: [round(p.x, 1), round(p.y, 1), p.w, p.group] for node, p in layout.nodes.items()},
-        "groups": [[g.id, round(g.y, 1), round(g.height, 1)] for g in layout.groups],
-        "succ": succ, "pred": pred, "height": round(layout.height, 1),
-        "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP},
+    views = {
+        name: {
+            "nodes": {node: [round(p.x, 1), round(p.y, 1), p.w, p.group] for node, p in layout.nodes.items()},
+            "groups": [[g.id, round(g.y, 1), round(g.height, 1)] for g in layout.groups], "height": round(layout.height, 1),
+        }
+        for name, layout in layouts.items()
     }
+    graph = {"views": views, "succ": succ, "pred": pred, "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP}}
     files = [{"id": f.id, "name": f.name, "path": f.path} for f in model.files]
     data = {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}
     if model.gains is not None:  # speedup, CI low, CI high (null when unknown), verdict

@@ -1,17 +1,20 @@
-"""Layout of the provenance graph for the report: four layers, source ops grouped by file or layer.
+"""Layout of the provenance graph for the report: four layers, source ops grouped by name scope or file.
 
 Columns, left to right: source ops (only those feeding a call site), call sites (execution order),
-exports, executables. Source ops are grouped by the file of their outermost position (the user's own
-code for a Python call stack), else by the first component of their name (``layer1`` of
-``layer1.fc``); groups and the ops in them are ordered by the mean execution index of the call sites
-they feed (barycentre ordering), so edges run mostly level and uncrossed. Call sites are spread evenly
+exports, executables. A big graph is laid out twice: its *hot subgraph* (the hottest call sites, see
+:func:`hot_call_sites`, with their ops, exports and executables), shown by default, and the whole
+graph, shown on demand. Source ops are grouped by their name scope (``encoder/layer_3`` of
+``encoder/layer_3/attention/MatMul``, ``layer1`` of ``layer1.fc``), so a one-file model still folds
+by layer; ops without a scoped name by the file of their outermost position (the user's own code for a
+Python call stack). Groups and the ops in them are ordered by the mean execution index of the call sites
+they compute in (barycentre ordering; execution order, which is source order in straight-line code),
+so edges run mostly level and uncrossed. Call sites are spread evenly
 along the source-op column; exports and executables sit as near as their order allows to the median
 height of their neighbours on the left (isotonic regression with a minimum gap: nodes never overlap).
 The graph itself is walked with networkx."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +34,10 @@ COLUMNS = {  # kind -> (x, width, title)
     "executable": (1050, 230, "executables"),
 }
 WIDTH = 1290
+# The default view of a big graph: the hottest call sites until they cover this share of dispatch
+# time, at most HOT_SITES_MAX of them (a graph with no more call sites than that is shown whole).
+HOT_SHARE = 0.9
+HOT_SITES_MAX = 40
 
 
 @dataclass
@@ -50,7 +57,8 @@ class Placed:
 @dataclass
 class Group:
     id: str
-    title: str
+    title: str  # the scope or the file's full path
+    label: str  # what the header shows: the scope, or the file's name
     y: float  # top of the header
     height: float  # header and its nodes
     nodes: list[str] = field(default_factory=list)
@@ -67,15 +75,52 @@ class GraphLayout:
     hidden_ops: int  # source ops feeding no call site, left out
 
 
-def group_key(op: dict) -> str:
-    """The op's group: the file of its outermost position (the user's code for a call stack), else its layer."""
-    if op["positions"]:
-        return op["positions"][-1][0]
-    if op["file"]:
-        return op["file"]
-    name = op["name"]
-    parts = re.split(r"[./:]", name, maxsplit=1)
-    return parts[0] if len(parts) > 1 and parts[0] else "(named ops)" if name else "(no location)"
+def hot_call_sites(call_sites: list[dict]) -> set[int] | None:
+    """The call sites of the default graph view; None when the graph is small enough to show whole.
+
+    The hottest call sites (by total time) until they cover :data:`HOT_SHARE` of dispatch time, at
+    most :data:`HOT_SITES_MAX`; untimed ones (initializers) never.
+    """
+    if len(call_sites) <= HOT_SITES_MAX:
+        return None
+    ranked = sorted((site for site in call_sites if (site["total_ns"] or 0) > 0), key=lambda site: (-site["total_ns"], site["index"]))
+    total = sum(site["total_ns"] for site in ranked)
+    hot: set[int] = set()
+    covered = 0.0
+    for site in ranked[:HOT_SITES_MAX]:
+        if covered >= HOT_SHARE * total:
+            break
+        hot.add(site["index"])
+        covered += site["total_ns"]
+    return hot
+
+
+def name_scope(name: str) -> str:
+    """The scope of an op's name: ``encoder/layer_3`` of ``/encoder/layer_3/attention/MatMul``, ``layer1`` of ``layer1.0.conv``.
+
+    Names with ``/`` keep two components (a model, then its layer), dotted names one; a name with no
+    scope gives "". An op-type prefix (``onnx.Conv:``) and leading transforms (JAX's ``jit(f)``) are
+    not part of the scope.
+    """
+    name = name.rsplit(":", 1)[-1]
+    separator = "/" if "/" in name else "."
+    parts = [part for part in name.split(separator) if part]
+    while len(parts) > 2 and "(" in parts[0]:  # a transform, not a layer: JAX's jit(f)/Model/Dense_0/...
+        parts = parts[1:]
+    if len(parts) < 2:
+        return ""
+    return separator.join(parts[: 2 if separator == "/" and len(parts) > 2 else 1])
+
+
+def group_key(op: dict) -> tuple[str, str]:
+    """The op's group as (key, header label): its name scope, else the file of its outermost position."""
+    scope = name_scope(op["name"])
+    if scope:
+        return scope, scope
+    path = op["positions"][-1][0] if op["positions"] else op["file"]
+    if path:
+        return path, Path(path).name or path
+    return ("(named ops)",) * 2 if op["name"] else ("(no location)",) * 2
 
 
 def pav(values: list[float], gap: float) -> list[float]:
@@ -119,9 +164,25 @@ def place_column(order: list[str], desired: dict[str, float], top: float) -> dic
     return {node: y + lift for node, y in zip(order, placed)}
 
 
-def short_label(text: str, width: float) -> str:
-    limit = max(8, int(width / 6.6))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+LABEL_FONT_PX = 11.5  # the graph's label font (report.css)
+# Advance widths in em of a sans-serif font, a little generous: a label cut to fit by them never runs
+# into the share printed at the right end of its box.
+NARROW, WIDE = set("ijlI.,:;'|!()[]/ `"), set("MWmw@%")
+
+
+def text_width(text: str, size: float = LABEL_FONT_PX) -> float:
+    """The width (px) ``text`` takes at ``size`` px, estimated from per-character classes."""
+    return size * sum(0.34 if c in NARROW else 0.92 if c in WIDE else 0.72 if c.isupper() else 0.6 for c in text)
+
+
+def short_label(text: str, room: float, from_left: bool = False, size: float = LABEL_FONT_PX) -> str:
+    """``text`` cut (with "…") to fit ``room`` px: its end kept when ``from_left`` (a scoped name's leaf)."""
+    if text_width(text, size) <= room:
+        return text
+    kept = text
+    while kept and text_width("…" + kept, size) > room:
+        kept = kept[1:] if from_left else kept[:-1]
+    return "…" + kept if from_left else kept + "…"
 
 
 def op_label(op: dict) -> str:
@@ -157,19 +218,25 @@ def graph_label(op: dict) -> str:
     return op["label"]
 
 
-def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict], short_export) -> GraphLayout:
+def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict], short_export, shown: set[int] | None = None) -> GraphLayout:
+    """The placed graph: every call site, or only those in ``shown`` with the ops, exports and executables they touch."""
+    if shown is not None:
+        call_sites = [site for site in call_sites if site["index"] in shown]
     sites = {f"cs:{site['index']}": site for site in call_sites}
-    feeding = [node for node in nodes_of_kind(graph, "source_op") if ops.get(node, {}).get("call_sites")]
-    hidden = len(nodes_of_kind(graph, "source_op")) - len(feeding)
+    indices = {site["index"] for site in call_sites}
+    feeds = {node: [(index, role) for index, role in ops.get(node, {}).get("call_sites", []) if index in indices] for node in nodes_of_kind(graph, "source_op")}
+    feeding = [node for node, fed in feeds.items() if fed]
+    hidden = sum(1 for node in feeds if not ops.get(node, {}).get("call_sites"))
 
     def barycentre(node: str) -> float:
-        indices = [index for index, _ in ops[node]["call_sites"]]
-        return sum(indices) / len(indices)
+        """Mean index of the call sites the op computes in: an init op (a fill CSE shares between layers) stays with its own layer."""
+        computing = [index for index, role in feeds[node] if role != "init"] or [index for index, _ in feeds[node]]
+        return sum(computing) / len(computing)
 
-    grouped: dict[str, list[str]] = {}
+    grouped: dict[tuple[str, str], list[str]] = {}
     for node in feeding:
         grouped.setdefault(group_key(ops[node]), []).append(node)
-    ordered_groups = sorted(grouped.items(), key=lambda item: (sum(map(barycentre, item[1])) / len(item[1]), item[0]))
+    ordered_groups = sorted(grouped.items(), key=lambda item: (sum(map(barycentre, item[1])) / len(item[1]), item[0][0]))
 
     # Source ops in group order, a row apart (a group header and gap more between groups).
     op_order: list[str] = []
@@ -195,12 +262,12 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
     nodes: dict[str, Placed] = {}
     groups: list[Group] = []
     x, w, _ = COLUMNS["source_op"]
-    for number, (key, members) in enumerate(ordered_groups):
-        group = Group(id=f"g{number}", title=key, y=0, height=0)
+    for number, ((key, label), members) in enumerate(ordered_groups):
+        group = Group(id=f"g{number}", title=key, label=label, y=0, height=0)
         for node in (n for n in op_order if group_of[n] == number):
             op = ops[node]
             title = "\n".join(filter(None, [op["label"], op["op_names"], f"{op['share']:.1%} of dispatch time"]))
-            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50), title, group.id, op["share"])
+            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50, from_left=bool(op["name"])), title, group.id, op["share"])
             group.nodes.append(node)
             group.share += op["share"]
         group.y = op_top[group.nodes[0]] - GROUP_HEADER
@@ -222,7 +289,7 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
         centre[node] = top + NODE_H / 2
 
     for kind, neighbours in (("export", graph.predecessors), ("executable", graph.predecessors)):
-        members = nodes_of_kind(graph, kind)
+        members = [node for node in nodes_of_kind(graph, kind) if shown is None or any(p in nodes for p in neighbours(node))]
         wanted = {node: median_of(node, neighbours(node)) for node in members}
         order = sorted(members, key=lambda n: (wanted[n] is None, wanted[n] or 0.0, n))
         fallback = {n: (wanted[n] if wanted[n] is not None else height) for n in order}

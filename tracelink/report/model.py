@@ -56,6 +56,10 @@ class Line:
     mean_ns: float = 0.0
     share: float = 0.0
     inclusive_share: float = 0.0
+    verdict: str = ""  # what bounds it, from source_lines.csv (the verdict of the call site giving it the most time)
+    next_step: str = ""
+    gflops_s: float | None = None  # achieved, over the dispatch time credited to the line
+    gbytes_s: float | None = None
 
 
 @dataclass
@@ -153,6 +157,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     ops = op_table(profile, graph)
     library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
     files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
+    add_line_utilization(profile.source_lines, files, program)
     call_sites = call_site_rows(profile, graph, lines, ops)
     executables = read_executables(profile, graph, enclosing, by_frames, context, sources.allows_dumps())
     durations, per_iteration = event_series(profile.events)
@@ -190,6 +195,7 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
         row = times.get(node)
         ops[node] = {
             "label": str(data.get("label", node)), "name": str(data.get("name") or ""), "op_names": str(data.get("op_names") or ""),
+            "kinds": str(data.get("op_kinds") or data.get("op_names") or ""),
             "file": str(data.get("file") or ""), "line": int(data.get("line") or 0), "positions": positions_of(data),
             "call_sites": feeds, "total_ns": (number(row.total_ns) or 0.0) if row is not None else 0.0,
             "mean_ns": (number(row.mean_ns) or 0.0) if row is not None else 0.0, "share": (number(row.share) or 0.0) if row is not None else 0.0,
@@ -263,6 +269,19 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
     return ordered, lines
 
 
+def add_line_utilization(source_lines: pd.DataFrame, files: list[SourceFile], program: str) -> None:
+    """Each shown line's verdict and achieved rates, from ``source_lines.csv`` (files matched as lines are)."""
+    if "verdict" not in source_lines:
+        return
+    by_path = {source_file.path: source_file for source_file in files}
+    for row in source_lines.itertuples():
+        source_file = by_path.get(program if program and same_file(str(row.file), program) else str(row.file))
+        line = source_file.lines.get(int(row.line)) if source_file is not None else None
+        if line is not None:
+            line.verdict, line.next_step = text_or_empty(row.verdict), text_or_empty(row.next_step)
+            line.gflops_s, line.gbytes_s = number(row.gflops_s), number(row.gbytes_s)
+
+
 def shown_lines(source_file: SourceFile) -> list[int]:
     """Which line numbers a file view shows: all of a readable program, else mapped lines (with context)."""
     mapped = sorted(source_file.lines)
@@ -328,7 +347,7 @@ def number(value) -> float | None:
 
 KNOWN_CALL_SITE_COLUMNS = {
     "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops",
-    "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share",
+    "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy",
     "tile_count_mean", "tile_duration_sum_mean_ns", *UTILIZATION_COLUMNS,
 }
 

@@ -6,7 +6,7 @@ import numpy as np
 from lxml import etree
 
 from tracelink.report.fmt import el, heat, ns, pct
-from tracelink.report.layout import COLUMNS, GROUP_HEADER, NODE_H, GraphLayout
+from tracelink.report.layout import COLUMNS, GROUP_HEADER, NODE_H, GraphLayout, short_label, text_width
 
 
 def svg_root(width: float, height: float, label: str, class_: str = "chart") -> etree._Element:
@@ -112,10 +112,14 @@ def edge_path(x1: float, y1: float, x2: float, y2: float) -> str:
     return f"M{x1:.1f},{y1:.1f}C{middle:.1f},{y1:.1f} {middle:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
 
 
-def graph_svg(layout: GraphLayout) -> etree._Element:
-    """The provenance graph: nodes as labelled boxes, edges as curves, source ops in collapsible groups."""
+def graph_svg(layout: GraphLayout, view: str) -> etree._Element:
+    """The provenance graph: nodes as labelled boxes, edges as curves, source ops in collapsible groups.
+
+    ``view`` ("hot" or "full") goes to ``data-view``: the viewer swaps the two views of a big graph.
+    """
     root = svg_root(layout.width, layout.height, "provenance graph", "graph")
     root.set("id", "graph-svg")
+    root.set("data-view", view)
     for kind, (x, w, title) in COLUMNS.items():
         el(root, "text", {"x": x, "y": 16, "class": "col-title"}, title)
     edges = el(root, "g", {"class": "edges"})
@@ -130,8 +134,10 @@ def graph_svg(layout: GraphLayout) -> etree._Element:
         el(g, "rect", {"x": x - 4, "y": group.y, "width": w + 8, "height": group.height, "rx": 6, "class": "grp-box"})
         header = el(g, "g", {"class": "grp-head", "data-g": group.id, "tabindex": "0"})
         el(header, "rect", {"x": x - 4, "y": group.y, "width": w + 8, "height": GROUP_HEADER, "rx": 6, "class": "grp-hit"})
-        el(header, "text", {"x": x + 4, "y": group.y + 16, "class": "grp-title"}, f"▾ {short(group_name(group.title), 24)}")
-        el(header, "text", {"x": x + w - 2, "y": group.y + 16, "text-anchor": "end", "class": "grp-count"}, f"{len(group.nodes)} ops · {pct(min(group.share, 1.0))}")
+        count = f"{len(group.nodes)} ops · {pct(min(group.share, 1.0))}"
+        room = w - 6 - text_width(count, COUNT_FONT_PX) - 12
+        el(header, "text", {"x": x + 4, "y": group.y + 16, "class": "grp-title"}, "▾ " + short_label(group.label, room - text_width("▾ "), from_left=True, size=TITLE_FONT_PX))
+        el(header, "text", {"x": x + w - 2, "y": group.y + 16, "text-anchor": "end", "class": "grp-count"}, count)
         el(header, "title", None, f"{group.title}\n{len(group.nodes)} source ops; click to collapse or expand")
         for node in group.nodes:
             add_node(g, layout.nodes[node])
@@ -141,20 +147,17 @@ def graph_svg(layout: GraphLayout) -> etree._Element:
     return root
 
 
-def group_name(title: str) -> str:
-    """A file group by its file name (the full path is in the tooltip)."""
-    return title.rsplit("/", 1)[-1] or title
-
-
-def short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+# A group header's title (bold) and its count ("12 ops · 10.5%") share the column's width; the title
+# is cut from the left (a scope's layer, a file's name stay).
+TITLE_FONT_PX = 12.5  # 11.5 px at weight 650 is about as wide as 12.5 px regular
+COUNT_FONT_PX = 10.5
 
 
 def add_node(parent: etree._Element, placed) -> None:
     kind = {"source_op": "op", "call_site": "cs", "export": "ex", "executable": "exe"}[placed.kind]
     g = el(parent, "g", {"class": f"node {kind} {placed.extra}".strip(), "data-id": placed.id, "tabindex": "0"})
     el(g, "rect", {"x": placed.x, "y": f"{placed.y:.1f}", "width": placed.w, "height": NODE_H, "rx": 4, "class": f"box h{heat(placed.share)}"})
-    el(g, "text", {"x": placed.x + 6, "y": f"{placed.y + 13:.1f}"}, placed.label)
+    el(g, "text", {"x": placed.x + 6, "y": f"{placed.y + 13:.1f}", "class": "lb"}, placed.label)
     if placed.share:
         el(g, "text", {"x": placed.x + placed.w - 5, "y": f"{placed.y + 13:.1f}", "text-anchor": "end", "class": "num"}, pct(placed.share))
     el(g, "title", None, placed.title)

@@ -25,12 +25,10 @@ def section(parent, anchor: str, title: str, note: str | None = None):
     return node
 
 
-def bar(parent, share: float | None, label: bool = True):
-    wrap = el(parent, "span", class_="heat")
-    el(el(wrap, "span", class_="bar"), "i", class_=f"h{heat(share)}", style=f"width:{min(max(share or 0.0, 0.0), 1.0) * 100:.1f}%")
-    if label:
-        el(wrap, "span", class_="pc", text=pct(share))
-    return wrap
+def bar(parent, share: float | None):
+    """A share as its percentage after a bar of that length: one element (its background draws the bar),
+    so a table of hundreds of rows stays light."""
+    return el(parent, "span", class_=f"heat h{heat(share)}", style=f"--w:{min(max(share or 0.0, 0.0), 1.0) * 100:.1f}%", text=pct(share))
 
 
 def chip(parent, index: int, role: str | None = None, title: str | None = None):
@@ -46,10 +44,11 @@ def chips(parent, call_sites, limit: int = MAX_CHIPS):
         el(parent, "span", class_="more", text=f"+{len(items) - limit}")
 
 
-def line_link(parent, model: ReportModel, key: str):
+def line_link(parent, model: ReportModel, key: str, name: str | None = None):
+    """A link selecting a source line: ``name:LINE`` (``name`` defaults to the file's name), the path in its tooltip."""
     line = model.lines[key]
     source = model.files[line.file]
-    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{source.name}:{line.number}")
+    return el(parent, "a", href="#", class_="lnk", data_k=key, title=source.path, text=f"{name or source.name}:{line.number}")
 
 
 def op_link(parent, model: ReportModel, op: str):
@@ -68,10 +67,10 @@ def badge(role: str):
     return el(None, "span", class_=f"role {role}", text=role)
 
 
-def grid_table(parent, labels: Sequence[str], class_: str = "grid", **attributes) -> etree._Element:
-    """A table with a header row of plain ``labels``; returns its (empty) ``tbody``."""
+def grid_table(parent, labels: Sequence[str], class_: str = "grid", titles: Sequence[str | None] = (), **attributes) -> etree._Element:
+    """A table with a header row of plain ``labels`` (``titles``: their tooltips); returns its (empty) ``tbody``."""
     table = el(parent, "table", class_=class_, **attributes)
     header = el(el(table, "thead"), "tr")
-    for label in labels:
-        el(header, "th", None, label)
+    for position, label in enumerate(labels):
+        el(header, "th", None, label, title=titles[position] if position < len(titles) else None)
     return el(table, "tbody")
