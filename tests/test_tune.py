@@ -283,10 +283,12 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
                    check=True, capture_output=True)
     assert configured_roots(dump) == [chosen]
 
-    # --resume continues numbering and keeps the earlier trials
-    done = run_cli("tune", str(base), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
+    # --resume continues numbering and keeps the earlier trials (in a copy: the base keeps this tune's
+    # results for the report test)
+    resumed = Path(shutil.copytree(base, work["root"] / "resumed"))
+    done = run_cli("tune", str(resumed), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
     assert done.returncode == 0, done.stderr
-    rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
+    rows = list(csv.DictReader((resumed / "tune" / "trials.csv").open()))
     assert [int(r["trial"]) for r in rows] == list(range(9))
 
 
