@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     which = tune.add_mutually_exclusive_group()
     which.add_argument("--top", type=int, help="tune the K hottest tunable dispatches (default 3)")
     which.add_argument("--dispatch", help="tune only this dispatch function (export name)")
-    tune.add_argument("--trials", type=int, help="trials per dispatch on average, split by share of the run (default 32)")
+    tune.add_argument("--trials", type=int, help="trials per dispatch on average, allocated round by round by expected end-to-end gain (default 32)")
     tune.add_argument("--tuner", choices=TUNER_NAMES, help="search strategy (default xgb)")
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")

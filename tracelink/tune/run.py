@@ -255,9 +255,11 @@ def start_task(target: Target, config: TuneConfig, workdir: Path, log: TrialLog,
 def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
     """Spend ``budget`` trials (resumed ones included) on the tasks, one batch per round, each round to
     the task with the largest expected end-to-end gain (see ``schedule``); every round goes to
-    ``schedule.csv``. A task whose measuring fails stops with the error noted, the others go on."""
+    ``schedule.csv``. A round is smaller than a batch when the budget per task is, so the warm-up
+    reaches every task. A task whose measuring fails stops with the error noted, the others go on."""
     rows = []
     progress = [task.progress for task in tasks]
+    round_size = max(1, budget // max(len(tasks), 1))
     while (spent := sum(task.search.trials for task in tasks)) < budget:
         chosen = next_task(progress)
         if chosen is None:
@@ -265,7 +267,7 @@ def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
         task = tasks[chosen]
         score = math.nan if task_is_new(task.progress) else expected_gain(task.progress)
         try:
-            task.search.step(budget - spent)
+            task.search.step(min(round_size, budget - spent))
         except Exception as error:  # one dispatch failing to tune is a note, the others go on
             task.failed = one_line(error)
         task.progress.finished = bool(task.failed) or task.search.finished
