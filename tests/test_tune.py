@@ -292,7 +292,7 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
     assert [int(r["trial"]) for r in rows] == list(range(9))
 
 
-def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned):
+def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned, tmp_path):
     spec, done = tuned
     assert done.returncode == 0, done.stderr
     tuned = work["root"] / "tuned"
@@ -317,6 +317,14 @@ def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned):
     badges = page.xpath(f"//span[@class='tuned'][@data-export='{summary['export']}']")
     assert badges and all(float(b.get("data-in-program")) == pytest.approx(float(summary["program_speedup"]), rel=1e-5)
                           for b in badges)
+    # a damaged summary.csv: the report says so and still shows the diff
+    damaged = Path(shutil.copytree(tuned, tmp_path / "tuned"))
+    (tmp_path / "base" / "tune").mkdir(parents=True)
+    (tmp_path / "base" / "tune" / "summary.csv").write_text('export,speedup\n"cut off,1\n')
+    (damaged / "diff.json").write_text((tuned / "diff.json").read_text().replace(str(work["base"].resolve()), str(tmp_path / "base")))
+    page = lxml_html.fromstring(render_report(load_profile(damaged)))
+    assert not page.xpath("//*[@id='tune-table']") and page.xpath("//*[@id='gains-table']")
+    assert "tune's summary is present but not used" in page.text_content()
 
 
 def test_diff_matches_source_ops_across_different_dispatches(work):

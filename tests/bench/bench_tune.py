@@ -217,7 +217,9 @@ def search_race(name: str, out: Path, budget: int, seeds: int, console: Console)
         # a run that never reached the goal counts as budget + 1 (a lower bound on what it needed)
         medians[tuner_name] = float(np.median([c if c is not None else budget + 1 for c in counts]))
         shown = ", ".join(str(c) if c is not None else f">{budget}" for c in counts)
-        console.print(f"  {tuner_name:>6}: trials to 95% of the best found by either: {shown} (median {medians[tuner_name]:.1f})")
+        reached = sum(c is not None for c in counts)
+        console.print(f"  {tuner_name:>6}: trials to 95% of the best found by either: {shown} (median "
+                      f"{medians[tuner_name]:.1f}; reached within the budget in {reached} of {len(counts)} runs)")
     console.print(f"  xgb / random trials to 95% of the best (medians): {medians['xgb'] / medians['random']:.2f}")
 
 

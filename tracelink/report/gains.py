@@ -167,7 +167,7 @@ def add_tune_results(model: ReportModel, gains: Gains) -> None:
             gains.lines.setdefault(key, Gain(None, None, None, 0.0, 0.0)).tuned.append(tuned)
 
 
-def tune_summary_path(directory: Path):
+def tune_summary_path(directory: Path) -> Path | None:
     """The base profile's tune/summary.csv, from the base ``tracelink diff`` recorded in diff.json."""
     try:
         base = json.loads((directory / "diff.json").read_text()).get("base")
@@ -179,9 +179,10 @@ def tune_summary_path(directory: Path):
 
 def tuned_dispatches(summary: pd.DataFrame, model: ReportModel) -> list[TunedDispatch]:
     """One entry per tuned dispatch of summary.csv with a measured speedup, and one per dispatch sharing its config."""
-    lines: dict[str, list[str]] = {}
+    lines: dict[str, list[str]] = {}  # export -> the lines its call sites compute
     for site in model.call_sites:
-        lines.setdefault(site["export"], []).extend(key for key in site["lines"] if key not in lines.get(site["export"], []))
+        known = lines.setdefault(site["export"], [])
+        known += [key for key in site["lines"] if key not in known]
     found = []
     for row in summary.itertuples(index=False):
         if finite(row.speedup) is None:
