@@ -17,7 +17,7 @@
    over the best flag baseline, each with a 95 % interval from the per-round ratios. Target: >= 1.2x over
    the default on at least one real model, never below 1.0 with confidence.
 
-Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--skip-race]
+Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
        [--race-budget 24] [--race-seeds 3] [--workloads NAME ...]
 """
 
@@ -280,7 +280,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=16, help="trials per dispatch on average (allocated by expected gain)")
     parser.add_argument("--race-budget", type=int, default=24, help="trials of each tuner per seed in the live race")
     parser.add_argument("--race-seeds", type=int, default=3, help="seeds per tuner in the live race")
-    parser.add_argument("--skip-race", action="store_true")
+    parser.add_argument("--race-programs", nargs="*", default=list(RACE_PROGRAMS), help="programs of the live race")
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS_E2E), help="end-to-end workloads to run")
     parser.add_argument("--skip-search", action="store_true")
     args = parser.parse_args()
@@ -289,10 +289,9 @@ def main() -> None:
     if not args.skip_search:
         console.rule("search efficiency (512^3 f32 matmul)")
         search_efficiency(args.out, args.seeds, console)
-    if not args.skip_race:
-        for name in RACE_PROGRAMS:
-            console.rule(f"live search race, xgb vs random ({name})")
-            search_race(name, args.out, args.race_budget, args.race_seeds, console)
+    for name in args.race_programs:
+        console.rule(f"live search race, xgb vs random ({name})")
+        search_race(name, args.out, args.race_budget, args.race_seeds, console)
     for name in args.workloads:
         console.rule(f"end to end ({name})")
         program, run = WORKLOADS_E2E[name]
