@@ -267,7 +267,8 @@ def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
         task = tasks[chosen]
         score = math.nan if task_is_new(task.progress) else expected_gain(task.progress)
         try:
-            task.search.step(min(round_size, budget - spent))
+            if spent + task.search.step(min(round_size, budget - spent)) >= budget:
+                task.search.stopped = False  # the budget ran out in this round: no early stop
         except Exception as error:  # one dispatch failing to tune is a note, the others go on
             task.failed = one_line(error)
         task.progress.finished = bool(task.failed) or task.search.finished

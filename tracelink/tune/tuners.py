@@ -261,4 +261,5 @@ def search(
     run = Search(tuner, measure, batch_size, early_stopping)
     while run.trials < n_trial and not run.finished:
         run.step(n_trial - run.trials)
+    run.stopped = run.stopped and run.trials < n_trial  # a stop in the budget's last batch is no early stop
     return run.result()
