@@ -684,8 +684,7 @@ def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag
     run_profile(program, base, repetitions=10,
                 compile=CompileOptions(tuning_spec=write_spec([Choice(big, POOR)], tmp_path / "poor.mlir")))
     config = tmp_path / "small.toml"
-    config.write_text(SMALL_SPACE.replace("baselines = false", "validate_rounds = 0")
-                      .replace("confirm_rounds = 8", "confirm_rounds = 6") + "[search]\nbatch_size = 2\n")
+    config.write_text(SMALL_SPACE.replace("baselines = false", "validate_rounds = 0") + "[search]\nbatch_size = 2\n")
     done = run_cli("tune", str(base), "--top", "2", "--trials", "3", "--rounds", "8", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     document = validated(done.stdout)
@@ -699,7 +698,7 @@ def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag
     # the decision follows the rounds' own numbers: the best significant flag baseline, then the faster
     # of tuning+flags and tuning alone over it when its interval lies above 1, else the flags
     whole = document["whole_program"]
-    assert whole["ci_low"] > 1, whole  # the tuned program beats the poor base
+    assert whole is not None and whole["ci_low"] > 1, done.stderr  # the tuned program beats the poor base
     faster = {name: b for name, b in whole["baselines"].items() if b["ci_low"] > 1}
     assert faster, whole["baselines"]  # IREE's default configs (flag builds) beat the poor base too
     best = max(faster, key=lambda name: faster[name]["speedup"])
