@@ -18,6 +18,7 @@ import iree.runtime as rt
 import numpy as np
 import pytest
 from iree.compiler import ir
+from lxml import html as lxml_html
 from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
@@ -25,6 +26,7 @@ from tests.test_json_output import validated
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile
+from tracelink.report.html import render_report
 from tracelink.tools import tool_path
 from tracelink.tune.candidates import materialize
 from tracelink.tune.config import TuneConfig
@@ -34,6 +36,7 @@ from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.rounds import NOT_SIGNIFICANT
 from tracelink.tune.run import Outcome, select_targets, validate_in_program
+from tracelink.tune.schedule import TaskProgress, expected_gain, next_task
 from tracelink.tune.space import SpaceOptions, TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning
 from tracelink.tune.tuners import make_tuner, search
@@ -90,6 +93,8 @@ repetitions = 5
 [select]
 confirm_top = 2
 confirm_rounds = 8
+# the flag baselines' decision has a test of its own; here the spec is always handed over
+baselines = false
 """
 
 
@@ -278,14 +283,16 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
                    check=True, capture_output=True)
     assert configured_roots(dump) == [chosen]
 
-    # --resume continues numbering and keeps the earlier trials
-    done = run_cli("tune", str(base), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
+    # --resume continues numbering and keeps the earlier trials (in a copy: the base keeps this tune's
+    # results for the report test)
+    resumed = Path(shutil.copytree(base, work["root"] / "resumed"))
+    done = run_cli("tune", str(resumed), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
     assert done.returncode == 0, done.stderr
-    rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
+    rows = list(csv.DictReader((resumed / "tune" / "trials.csv").open()))
     assert [int(r["trial"]) for r in rows] == list(range(9))
 
 
-def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned):
+def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned, tmp_path):
     spec, done = tuned
     assert done.returncode == 0, done.stderr
     tuned = work["root"] / "tuned"
@@ -299,6 +306,25 @@ def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned):
     assert done.returncode == 0, done.stderr
     header = (tuned / "diff.csv").read_text().splitlines()[0].split(",")
     assert header[:8] == ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high"]
+    # the tuned profile's report shows tune's own result next to the diff, on the tuned dispatch's lines
+    summary = list(csv.DictReader((work["base"] / "tune" / "summary.csv").open()))[0]
+    page = lxml_html.fromstring(render_report(load_profile(tuned)))
+    row = page.get_element_by_id("tune-table").xpath(f".//tr[@data-export='{summary['export']}']")[0]
+    assert float(row.get("data-isolated")) == pytest.approx(float(summary["speedup"]), rel=1e-5)
+    assert float(row.get("data-in-program")) == pytest.approx(float(summary["program_speedup"]), rel=1e-5)
+    assert f"{float(summary['program_speedup']):.2f}×" in row.text_content()
+    assert "net.py:3" in [link.text for link in row.xpath(".//a[@data-k]")]
+    badges = page.xpath(f"//span[@class='tuned'][@data-export='{summary['export']}']")
+    assert badges and all(float(b.get("data-in-program")) == pytest.approx(float(summary["program_speedup"]), rel=1e-5)
+                          for b in badges)
+    # a damaged summary.csv: the report says so and still shows the diff
+    damaged = Path(shutil.copytree(tuned, tmp_path / "tuned"))
+    (tmp_path / "base" / "tune").mkdir(parents=True)
+    (tmp_path / "base" / "tune" / "summary.csv").write_text('export,speedup\n"cut off,1\n')
+    (damaged / "diff.json").write_text((tuned / "diff.json").read_text().replace(str(work["base"].resolve()), str(tmp_path / "base")))
+    page = lxml_html.fromstring(render_report(load_profile(damaged)))
+    assert not page.xpath("//*[@id='tune-table']") and page.xpath("//*[@id='gains-table']")
+    assert "tune's summary is present but not used" in page.text_content()
 
 
 def test_diff_matches_source_ops_across_different_dispatches(work):
@@ -613,3 +639,79 @@ def test_trials_of_earlier_dispatches_plan_the_first_batch_of_the_next(work, tmp
     first = tuner.next_batch(4)
     assert np.mean(workgroups[first]) > np.median(workgroups)
     assert History(tmp_path / "none.npy").model(space) is None  # no history: random first batch
+
+
+def test_scheduler_follows_share_and_recent_improvement():
+    """Rounds go by share × improvement rate: equal histories split by share, equal shares by improvement."""
+    big, small = TaskProgress(0.9, [(0, 1.0)]), TaskProgress(0.1, [(0, 1.0)])
+    order = []
+    for _ in range(10):
+        chosen = next_task([big, small])
+        order.append(chosen)
+        task = (big, small)[chosen]
+        task.history.append((task.trials + 2, task.history[-1][1]))  # no improvement anywhere
+    assert order[:2] == [0, 1] and order.count(0) >= 7  # warm-up in order, then mostly the 90 % task
+    improving = TaskProgress(0.5, [(0, 1.0), (2, 0.5), (4, 0.25)])
+    flat = TaskProgress(0.5, [(0, 1.0), (2, 1.0), (4, 1.0)])
+    assert next_task([flat, improving]) == 1 and expected_gain(improving) > expected_gain(flat)
+    flat.finished = improving.finished = True
+    assert next_task([flat, improving]) is None
+
+
+# A 256^3 matmul (given a poor config, so tuning finds a large gain) and a 64^3 one with ~1 % of the time.
+TWO_SIZES = """
+func.func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>, %s: tensor<64x64xf32>) -> (tensor<256x256xf32>, tensor<64x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x256xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %big = linalg.matmul ins(%x, %w : tensor<256x256xf32>, tensor<256x256xf32>)
+                       outs(%acc : tensor<256x256xf32>) -> tensor<256x256xf32> loc("big"("net.py":7:5))
+  %e2 = tensor.empty() : tensor<64x64xf32>
+  %acc2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %small = linalg.matmul ins(%s, %s : tensor<64x64xf32>, tensor<64x64xf32>)
+                         outs(%acc2 : tensor<64x64xf32>) -> tensor<64x64xf32> loc("small"("net.py":8:5))
+  return %big, %small : tensor<256x256xf32>, tensor<64x64xf32>
+}
+"""
+
+
+def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag_baseline(tmp_path):
+    program = tmp_path / "two.mlir"
+    program.write_text(TWO_SIZES)
+    dumped_benchmark(program, tmp_path / "dump")
+    big = next(d for d in map(load_dispatch, (tmp_path / "dump").glob("*_benchmark.mlir")) if d.loops[0].size == 256)
+    base = tmp_path / "base"
+    run_profile(program, base, repetitions=10,
+                compile=CompileOptions(tuning_spec=write_spec([Choice(big, POOR)], tmp_path / "poor.mlir")))
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_SPACE.replace("baselines = false", "validate_rounds = 0") + "[search]\nbatch_size = 2\n")
+    done = run_cli("tune", str(base), "--top", "2", "--trials", "3", "--rounds", "8", "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    document = validated(done.stdout)
+    # 6 trials in rounds of 2: one round each (warm-up), the rest to the dispatch with ~99 % of the time
+    trials = {d["export"]: d["trials"] for d in document["dispatches"]}
+    shares = {d["export"]: d["share"] for d in document["dispatches"]}
+    assert sum(trials.values()) == 6 and shares[big.export] > 0.9
+    assert trials[big.export] > trials[next(e for e in trials if e != big.export)], trials
+    schedule = list(csv.DictReader((base / "tune" / "schedule.csv").open()))
+    assert len(schedule) == 3 and schedule[2]["dispatch"] == big.export
+    # the decision follows the rounds' own numbers: the best significant flag baseline, then the faster
+    # of tuning+flags and tuning alone over it when its interval lies above 1, else the flags
+    whole = document["whole_program"]
+    assert whole is not None and whole["ci_low"] > 1, done.stderr  # the tuned program beats the poor base
+    faster = {name: b for name, b in whole["baselines"].items() if b["ci_low"] > 1}
+    assert faster, whole["baselines"]  # IREE's default configs (flag builds) beat the poor base too
+    best = max(faster, key=lambda name: faster[name]["speedup"])
+    flags = whole["flags"]
+    assert flags["baseline"] == best and f"against the best flag baseline {best}" in done.stderr
+    winners = {build: flags[build]["speedup"] for build in ("tuning+flags", "tuning")
+               if flags[build] is not None and flags[build]["ci_low"] > 1}
+    assert flags["verdict"] == (max(winners, key=winners.get) if winners else "flags")
+    assert f"verdict: {flags['verdict']}" in done.stderr
+    spec = base / "tune" / "spec.mlir"
+    if flags["verdict"] == "flags":
+        assert document["spec"] is None and not spec.exists()
+        assert f"use it: tracelink profile {program} " + " ".join(f"--compile-flag={f}" for f in flags["flags"]) in done.stderr
+    else:
+        assert document["spec"] == str(spec) and spec.is_file()
+        assert all(f"--compile-flag={f}" in done.stderr for f in flags["flags"]) == (flags["verdict"] == "tuning+flags")

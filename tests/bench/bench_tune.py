@@ -5,14 +5,20 @@
    the output directory, so reruns are cheap), then each tuner is replayed against that table with
    several seeds: the number of trials it needs to reach 95% of the best throughput of the whole
    space. Target: the XGBoost tuner within 15% of the space; random search is the baseline.
-2. End to end, on linalg_resnet18.mlir, clip_text_toy_f32 and examples/matmul_heavy.mlir: `tracelink
+2. Live search race, on the hottest matmul of examples/matmul_heavy.mlir and the hottest convolution of
+   examples/convnet.mlir: the XGBoost tuner and random search each run the real search (compile, verify,
+   time) with the same trial budget, for several seeds; a configuration measured once is not measured
+   again (so both see the same number for it). Printed: the trials each needed to reach 95 % of the best
+   time found by either, and their ratio (xgb / random; below 1: the cost model finds good configs sooner).
+3. End to end, on linalg_resnet18.mlir, clip_text_toy_f32 and examples/matmul_heavy.mlir: `tracelink
    profile` and `tracelink tune` (its per-config and whole-program checks included), then the default
    build, the flag baselines tune compiled (ukernels, data tiling, both) and the tuned build run
    alternately (iree-benchmark-module, local-task): the tuned program's speedup over IREE's default and
    over the best flag baseline, each with a 95 % interval from the per-round ratios. Target: >= 1.2x over
    the default on at least one real model, never below 1.0 with confidence.
 
-Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--workloads NAME ...]
+Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
+       [--race-budget 24] [--race-seeds 3] [--workloads NAME ...]
 """
 
 from __future__ import annotations
@@ -32,15 +38,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
+from tracelink import TracelinkError  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 from tracelink.tune.config import load_config  # noqa: E402
 from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
-from tracelink.tune.dispatch import load_dispatch  # noqa: E402
+from tracelink.tune.dispatch import Dispatch, load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool, progress_bar  # noqa: E402
 from tracelink.tune.rounds import alternate, summarize, time_program  # noqa: E402
 from tracelink.tune.run import build_baselines  # noqa: E402
-from tracelink.tune.space import TileSpace  # noqa: E402
+from tracelink.tune.space import SpaceOptions, TileSpace  # noqa: E402
 from tracelink.tune.tuners import make_tuner, search  # noqa: E402
 
 CONFIG = REPO / "examples" / "tune.toml"
@@ -142,6 +149,80 @@ def search_efficiency(out: Path, seeds: int, console: Console) -> None:
                   f"target: xgb <= 15% of the space -> {'met' if xgb <= 0.15 * len(space) else 'NOT met'}")
 
 
+RACE_PROGRAMS = {"matmul_heavy": REPO / "examples" / "matmul_heavy.mlir", "convnet": REPO / "examples" / "convnet.mlir"}
+
+
+def hottest_dispatch(program: Path, dump: Path) -> Dispatch:
+    """The tunable dispatch of ``program`` with the most flops (its root op's), from a benchmark dump."""
+    dump.mkdir(parents=True, exist_ok=True)
+    subprocess.run([tool_path("iree-compile"), str(program), "-o", str(dump / "app.vmfb"), *TARGET,
+                    f"--iree-hal-dump-executable-benchmarks-to={dump}"], check=True, capture_output=True)
+    tunable = []
+    for path in sorted(dump.glob("*_benchmark.mlir")):
+        try:
+            tunable.append(load_dispatch(path))
+        except TracelinkError:
+            continue
+    return max(tunable, key=lambda dispatch: dispatch.flops)
+
+
+def first_reaching(values: list[float], goal: float) -> int | None:
+    """1-based position of the first value at or above ``goal``; None when none reaches it."""
+    return next((count for count, value in enumerate(values, start=1) if value >= goal), None)
+
+
+def search_race(name: str, out: Path, budget: int, seeds: int, console: Console) -> None:
+    """XGBoost against random search on one real dispatch, same budget, live measurements shared by both."""
+    workdir = out / f"race_{name}"
+    dispatch = hottest_dispatch(RACE_PROGRAMS[name], workdir / "dump")
+    config = load_config(CONFIG)
+    options = config.space if dispatch.kind == "contraction" else SpaceOptions()
+    space = TileSpace(dispatch, options)
+    console.print(f"{name}: {dispatch.export} ({dispatch.root_op} {dispatch.shapes}), {len(space)} configs; "
+                  f"budget {budget} trials, {seeds} seed(s) per tuner")
+    measured: dict[int, float] = {}  # point -> GFLOP/s (0: failed); each config is measured once
+    pool = make_pool(config.measure.jobs)
+    started = time.perf_counter()
+    try:
+        measurer = Measurer(dispatch, workdir / "work", config.measure, pool, console)
+        with progress_bar(console) as progress:
+            default = measurer.measure_default(progress)
+
+            def measure(indices: list[int]) -> list[float]:
+                new = [i for i in indices if i not in measured]
+                trials = measurer.measure([(i, "race", space.knob_values(i), space.config(i)) for i in new], progress)
+                measured.update({i: t.gflops if t.ok else 0.0 for i, t in zip(new, trials)})
+                return [measured[i] for i in indices]
+
+            runs: dict[str, list[list[float]]] = {"xgb": [], "random": []}
+            for seed in range(seeds):
+                for tuner_name in runs:
+                    seen: list[float] = []
+
+                    def recorded(batch: list[int], seen: list[float] = seen) -> list[float]:
+                        values = measure(batch)
+                        seen.extend(values)
+                        return values
+
+                    search(make_tuner(tuner_name, space, seed=seed), recorded, budget, batch_size=config.search.batch_size)
+                    runs[tuner_name].append(seen)
+    finally:
+        pool.shutdown()
+    best = max(measured.values())
+    console.print(f"  measured {len(measured)} distinct configs in {time.perf_counter() - started:.0f} s; best "
+                  f"{best:.1f} GFLOP/s = {best / default.gflops:.2f}x the default ({default.gflops:.1f})")
+    medians = {}
+    for tuner_name, seen_runs in runs.items():
+        counts = [first_reaching(seen, 0.95 * best) for seen in seen_runs]
+        # a run that never reached the goal counts as budget + 1 (a lower bound on what it needed)
+        medians[tuner_name] = float(np.median([c if c is not None else budget + 1 for c in counts]))
+        shown = ", ".join(str(c) if c is not None else f">{budget}" for c in counts)
+        reached = sum(c is not None for c in counts)
+        console.print(f"  {tuner_name:>6}: trials to 95% of the best found by either: {shown} (median "
+                      f"{medians[tuner_name]:.1f}; reached within the budget in {reached} of {len(counts)} runs)")
+    console.print(f"  xgb / random trials to 95% of the best (medians): {medians['xgb'] / medians['random']:.2f}")
+
+
 def end_to_end(name: str, program: Path, run: tuple[str, list[str], list[str]], out: Path, args: argparse.Namespace,
                console: Console) -> None:
     """Profile, tune (in-program checks included), then time the default build, every flag baseline and
@@ -196,7 +277,10 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=10, help="iterations of each profile and timed run")
     parser.add_argument("--rounds", type=int, default=8, help="alternating rounds of each end-to-end comparison")
     parser.add_argument("--top", type=int, default=3, help="dispatches tuned per program")
-    parser.add_argument("--trials", type=int, default=16, help="trials per dispatch (split by share)")
+    parser.add_argument("--trials", type=int, default=16, help="trials per dispatch on average (allocated by expected gain)")
+    parser.add_argument("--race-budget", type=int, default=24, help="trials of each tuner per seed in the live race")
+    parser.add_argument("--race-seeds", type=int, default=3, help="seeds per tuner in the live race")
+    parser.add_argument("--race-programs", nargs="*", default=list(RACE_PROGRAMS), help="programs of the live race")
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS_E2E), help="end-to-end workloads to run")
     parser.add_argument("--skip-search", action="store_true")
     args = parser.parse_args()
@@ -205,6 +289,9 @@ def main() -> None:
     if not args.skip_search:
         console.rule("search efficiency (512^3 f32 matmul)")
         search_efficiency(args.out, args.seeds, console)
+    for name in args.race_programs:
+        console.rule(f"live search race, xgb vs random ({name})")
+        search_race(name, args.out, args.race_budget, args.race_seeds, console)
     for name in args.workloads:
         console.rule(f"end to end ({name})")
         program, run = WORKLOADS_E2E[name]

@@ -7,6 +7,14 @@ profile's source ops by label (and file and line), and through them to the lines
 A line with one measured op shows that op's speedup and interval; a line with several shows the
 ratio of their summed medians, without an interval (the per-iteration samples are not in diff.csv).
 No diff.csv: no gains view. An unreadable one: a note saying why, and no gains.
+
+Next to the diff, tune's own result: ``diff.json`` names the base profile, and the base's
+``tune/summary.csv`` (written by ``tracelink tune BASE``) has per tuned dispatch its isolated speedup
+(``speedup``, ``ci_low``, ``ci_high``: candidate against default config, timed alone) and its in-program
+speedup (``program_speedup``, ``program_ci_low``, ``program_ci_high``: the dispatch's time per call of
+the program built with the config against the profiled build). A dispatch maps to this profile's lines
+through its call sites (same export name); a dispatch given the config of another (``shared_with``)
+shows that one's numbers.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -30,6 +39,13 @@ TOP_GAINS = 15
 MIN_SHARE = 0.001  # ops below this share of both profiles' time are left out of the summary table
 
 
+def interval_text(speedup: float | None, low: float | None, high: float | None) -> str:
+    """``1.23× (1.10–1.40)``; ``–`` without a speedup, no interval without bounds."""
+    if speedup is None:
+        return "–"
+    return f"{speedup:.2f}×" + (f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else "")
+
+
 @dataclass
 class Gain:
     """The measured gain of a line (or op): speedup = base ÷ tuned, with its 95 % CI when known."""
@@ -40,6 +56,7 @@ class Gain:
     base_ns: float
     tuned_ns: float
     labels: list[str] = field(default_factory=list)  # the diff rows (source ops) behind it
+    tuned: list[TunedDispatch] = field(default_factory=list)  # tune's result for the dispatches computing the line
 
     @property
     def verdict(self) -> str:
@@ -51,9 +68,27 @@ class Gain:
         return "unclear"
 
     def text(self) -> str:
-        if self.speedup is None:
-            return "–"
-        return f"{self.speedup:.2f}×" + (f" ({self.ci_low:.2f}–{self.ci_high:.2f})" if self.ci_low is not None and self.ci_high is not None else "")
+        return interval_text(self.speedup, self.ci_low, self.ci_high)
+
+
+@dataclass
+class TunedDispatch:
+    """tune's result for one dispatch of the base profile (a row of its tune/summary.csv)."""
+
+    export: str
+    speedup: float | None  # alone: the tuned config against the default config
+    ci_low: float | None
+    ci_high: float | None
+    program_speedup: float | None  # inside the program: the dispatch's time with the config against the profiled build
+    program_ci_low: float | None
+    program_ci_high: float | None
+    selected: bool  # the config is in the tuning tune handed over
+    owner: str = ""  # the dispatch whose tuned config this one shares ("": tuned itself)
+    lines: list[str] = field(default_factory=list)  # this profile's line keys its call sites compute
+
+    def text(self) -> str:
+        return (f"{interval_text(self.speedup, self.ci_low, self.ci_high)} alone, "
+                f"{interval_text(self.program_speedup, self.program_ci_low, self.program_ci_high)} in the program")
 
 
 @dataclass
@@ -62,6 +97,9 @@ class Gains:
     lines: dict[str, Gain]  # report line key -> gain
     problem: str = ""  # why diff.csv could not be used
     end_to_end: Gain | None = None  # all dispatches together, from diff.json beside diff.csv
+    tuned: list[TunedDispatch] = field(default_factory=list)  # tune's result per dispatch, from the base's tune/
+    tune_source: str = ""  # the summary.csv read ("" when none)
+    tune_problem: str = ""  # why it could not be used
 
 
 def finite(value) -> float | None:
@@ -105,7 +143,58 @@ def gain_data(model: ReportModel) -> Gains | None:
         if row.op:
             for key in model.ops[row.op]["lines"]:
                 per_line.setdefault(key, []).append(row)
-    return Gains(rows=frame, lines={key: line_gain(rows) for key, rows in per_line.items()}, end_to_end=read_end_to_end(model.profile.directory))
+    gains = Gains(rows=frame, lines={key: line_gain(rows) for key, rows in per_line.items()},
+                  end_to_end=read_end_to_end(model.profile.directory))
+    add_tune_results(model, gains)
+    return gains
+
+
+def add_tune_results(model: ReportModel, gains: Gains) -> None:
+    """tune's per-dispatch result from the base profile's tune/summary.csv, mapped onto this profile's
+    lines; a line without a diff row gets a gain of its own holding only them."""
+    path = tune_summary_path(model.profile.directory)
+    if path is None:
+        return
+    try:
+        summary = pd.read_csv(path, keep_default_na=True)
+        gains.tuned = tuned_dispatches(summary, model)
+    except (OSError, ValueError, KeyError, AttributeError, pd.errors.ParserError) as error:
+        gains.tune_problem = f"{path}: unreadable ({error})"
+        return
+    gains.tune_source = str(path)
+    for tuned in gains.tuned:
+        for key in tuned.lines:
+            gains.lines.setdefault(key, Gain(None, None, None, 0.0, 0.0)).tuned.append(tuned)
+
+
+def tune_summary_path(directory: Path) -> Path | None:
+    """The base profile's tune/summary.csv, from the base ``tracelink diff`` recorded in diff.json."""
+    try:
+        base = json.loads((directory / "diff.json").read_text()).get("base")
+    except (OSError, ValueError, AttributeError):
+        return None
+    path = Path(base) / "tune" / "summary.csv" if isinstance(base, str) and base else None
+    return path if path is not None and path.is_file() else None
+
+
+def tuned_dispatches(summary: pd.DataFrame, model: ReportModel) -> list[TunedDispatch]:
+    """One entry per tuned dispatch of summary.csv with a measured speedup, and one per dispatch sharing its config."""
+    lines: dict[str, list[str]] = {}  # export -> the lines its call sites compute
+    for site in model.call_sites:
+        known = lines.setdefault(site["export"], [])
+        known += [key for key in site["lines"] if key not in known]
+    found = []
+    for row in summary.itertuples(index=False):
+        if finite(row.speedup) is None:
+            continue
+        numbers = [finite(getattr(row, column)) for column in ("speedup", "ci_low", "ci_high", "program_speedup",
+                                                                   "program_ci_low", "program_ci_high")]
+        selected = str(row.selected) == "True"
+        found.append(TunedDispatch(str(row.export), *numbers, selected, lines=lines.get(str(row.export), [])))
+        shared = row.shared_with if isinstance(row.shared_with, str) else ""
+        for export in filter(None, shared.split(";")):
+            found.append(TunedDispatch(export, *numbers, selected, owner=str(row.export), lines=lines.get(export, [])))
+    return found
 
 
 def read_end_to_end(directory) -> Gain | None:
@@ -146,8 +235,35 @@ def gain_badge(parent, gain: Gain | None):
     if gain is None:
         return el(parent, "span", class_="gain")
     title = "\n".join([f"tuned vs base: {gain.text()} (speedup, 95% CI)", f"median per iteration: {ns(gain.base_ns)} → {ns(gain.tuned_ns)}"]
-                      + ([f"{len(gain.labels)} ops, ratio of summed medians (no CI):"] + gain.labels if len(gain.labels) > 1 else gain.labels))
-    return el(parent, "span", class_=f"gain {gain.verdict}", title=title, data_speedup=number_text(gain.speedup), text=gain.text())
+                      + ([f"{len(gain.labels)} ops, ratio of summed medians (no CI):"] + gain.labels if len(gain.labels) > 1 else gain.labels)
+                      + [f"tune, {tuned.export}: {tuned.text()}" for tuned in gain.tuned])
+    badge = el(parent, "span", class_=f"gain {gain.verdict}", title=title, data_speedup=number_text(gain.speedup), text=gain.text())
+    for tuned in gain.tuned:
+        el(badge, "span", class_="tuned", data_export=tuned.export, data_isolated=number_text(tuned.speedup),
+           data_in_program=number_text(tuned.program_speedup),
+           text=f" · tune {interval_text(tuned.speedup, None, None)} alone, {interval_text(tuned.program_speedup, None, None)} in program")
+    return badge
+
+
+def tune_table(parent, model: ReportModel, gains: Gains) -> None:
+    """tune's own result per tuned dispatch: the lines it computes, its isolated and in-program speedups."""
+    el(parent, "h3", None, "Tuned dispatches")
+    el(parent, "p", class_="note", text=(
+        f"From {gains.tune_source} (tracelink tune on the base profile): each dispatch's speedup with its tuned config "
+        "timed alone against the default config, and inside the program against the profiled build, with 95% CIs."
+    ))
+    body = grid_table(parent, ("dispatch", "lines", "alone (95% CI)", "in the program (95% CI)", "handed over"), id="tune-table")
+    for tuned in gains.tuned:
+        tr = el(body, "tr", data_export=tuned.export, data_isolated=number_text(tuned.speedup),
+                data_in_program=number_text(tuned.program_speedup))
+        el(tr, "td", class_="mono", text=tuned.export + (f" (the config of {tuned.owner})" if tuned.owner else ""))
+        lines = el(tr, "td", class_="mono")
+        for key in tuned.lines:
+            line_link(lines, model, key)
+            el(lines, "br")
+        el(tr, "td", class_="num", text=interval_text(tuned.speedup, tuned.ci_low, tuned.ci_high))
+        el(tr, "td", class_="num", text=interval_text(tuned.program_speedup, tuned.program_ci_low, tuned.program_ci_high))
+        el(tr, "td", text="yes" if tuned.selected else "no")
 
 
 def gains_table(parent, model: ReportModel, gains: Gains) -> None:
@@ -165,6 +281,10 @@ def gains_table(parent, model: ReportModel, gains: Gains) -> None:
         el(parent, "p", class_=f"gain {total.verdict}", id="gain-end-to-end", text=(
             f"End to end (all dispatch time per iteration): {ns(total.base_ns)} → {ns(total.tuned_ns)}, {total.text()}"
         ))
+    if gains.tuned:
+        tune_table(parent, model, gains)
+    elif gains.tune_problem:
+        el(parent, "p", class_="muted", text=f"tune's summary is present but not used: {gains.tune_problem}")
     rows = gains.rows
     share_columns = [c for c in ("base_share", "tuned_share") if c in rows]
     shown = rows[rows[share_columns].fillna(0).max(axis=1) >= MIN_SHARE] if share_columns else rows

@@ -3,7 +3,8 @@
 The modules follow the data flow:
 ``dispatch`` reads a dispatch's benchmark dump → ``space`` enumerates its tile configs →
 ``candidates`` + ``harness`` write candidate programs → ``measure`` compiles, verifies and times them →
-``model`` + ``tuners`` choose what to measure next → ``spec`` writes the merged tuning spec;
+``model`` + ``tuners`` choose what to measure next, ``schedule`` which dispatch gets the next trials →
+``spec`` writes the merged tuning spec;
 ``run`` ties these together for a profile directory, ``config`` reads tune.toml, ``diff`` compares two
 profiles by source location, ``command`` is the CLI.
 

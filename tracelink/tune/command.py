@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     which = tune.add_mutually_exclusive_group()
     which.add_argument("--top", type=int, help="tune the K hottest tunable dispatches (default 3)")
     which.add_argument("--dispatch", help="tune only this dispatch function (export name)")
-    tune.add_argument("--trials", type=int, help="trials per dispatch on average, split by share of the run (default 32)")
+    tune.add_argument("--trials", type=int, help="trials per dispatch on average, allocated round by round by expected end-to-end gain (default 32)")
     tune.add_argument("--tuner", choices=TUNER_NAMES, help="search strategy (default xgb)")
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
     tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
@@ -122,9 +122,17 @@ def run_tune(args: argparse.Namespace) -> int:
         for name, baseline in check["baselines"].items():
             out.print(f"  flag baseline {name}: {baseline['verdict']}, {baseline['speedup']:.2f}x "
                       f"(95% CI {_interval(baseline) or 'none'})")
+        if check["flags"]:
+            _print_flag_comparison(out, check["flags"])
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
-    if tuning is None and check is not None:
+    program = profile.manifest.get("input", "<program>")
+    if tuning is None and check is not None and check["flags"] and check["flags"]["verdict"] == "flags":
+        flags = " ".join(f"--compile-flag={flag}" for flag in check["flags"]["flags"])
+        out.print(f"the flag baseline {check['flags']['baseline']} is the better choice; no spec written (trials: "
+                  f"{trials})", markup=False, soft_wrap=True)
+        out.print(f"use it: tracelink profile {program} {flags}", markup=False, soft_wrap=True)
+    elif tuning is None and check is not None:
         out.print(f"the tuning does not make the whole program significantly faster; no spec written (trials: {trials})")
     elif tuning is None:
         out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
@@ -136,12 +144,29 @@ def run_tune(args: argparse.Namespace) -> int:
         # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
         how = " ".join(f"--tuning-spec {flag.split('=', 1)[1]}" if flag.startswith("--iree-codegen-tuning-spec-path=")
                        else f"--compile-flag={flag}" for flag in tuning.flags())
-        out.print(f"apply it: tracelink profile {profile.manifest.get('input', '<program>')} {how}", markup=False)
+        out.print(f"apply it: tracelink profile {program} {how}", markup=False, soft_wrap=True)
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
         print(dump(tune_document(outcomes, tuning.spec if tuning else None, check, trials)))
     return 0
+
+
+def _print_flag_comparison(out, flags: dict) -> None:
+    """The tuning against the best flag baseline: both end-to-end numbers and the verdict."""
+    out.print(f"against the best flag baseline {flags['baseline']} ({' '.join(flags['flags'])}), over the flags alone:",
+              markup=False, soft_wrap=True)
+    for build in ("tuning+flags", "tuning"):
+        row = flags[build]
+        if row is None:
+            out.print(f"  {build}: not built ({flags['note']})", markup=False)
+        else:
+            out.print(f"  {build}: {row['verdict']}, {row['speedup']:.2f}x (95% CI {_interval(row) or 'none'}, "
+                      f"{row['rounds']} alternating rounds)", markup=False)
+    if flags["tuning+flags"] is not None:
+        out.print(f"  {flags['applied']} of {flags['configs']} tuned config(s) applied with the flags")
+    chosen = {"tuning+flags": "the tuning with the flags", "tuning": "the tuning alone", "flags": "the flags alone"}
+    out.print(f"  verdict: {flags['verdict']} ({chosen[flags['verdict']]} is the better choice)")
 
 
 def _ms(value: float) -> str:

@@ -18,7 +18,7 @@ from tracelink.tune.tuners import TUNERS
 @dataclass
 class SearchOptions:
     tuner: str = "xgb"
-    n_trial: int = 32  # trials per target on average (split by share), the default config not counted
+    n_trial: int = 32  # trials per target on average (allocated by expected gain), the default config not counted
     early_stopping: int = 16  # stop a dispatch after this many trials without a new best (0: never)
     batch_size: int = 8  # candidates compiled in parallel, and the cost model's re-fit interval
     seed: int = 0

@@ -178,12 +178,16 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
     frame.attrs["end_to_end"] = {"label": END_TO_END, **summarize(base_total, tuned_total),
                                  "base_iterations": sum(run[3] for run in base_runs),
                                  "tuned_iterations": sum(run[3] for run in tuned_runs)}
-    return frame[COLUMNS]
+    frame = frame[COLUMNS]
+    frame.attrs["base"] = str(Path(base_dir).resolve())  # where the report finds the base's tune results
+    return frame
 
 
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:
-    """Write the per-op rows as CSV and the end-to-end figure beside them (``diff.json``), atomically."""
+    """Write the per-op rows as CSV and, beside them (``diff.json``), the end-to-end figure and the base
+    profile's directory, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda p: frame.to_csv(p, index=False))
-    write_text_atomic(path.with_suffix(".json"), json.dumps({"end_to_end": frame.attrs.get("end_to_end")}, indent=2))
+    summary = {"end_to_end": frame.attrs.get("end_to_end"), "base": frame.attrs.get("base")}
+    write_text_atomic(path.with_suffix(".json"), json.dumps(summary, indent=2))
     return path

@@ -31,7 +31,8 @@ from tracelink.tune.peak import machine_key
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, signature, write_tuning
-from tracelink.tune.tuners import make_tuner, search
+from tracelink.tune.schedule import TaskProgress, expected_gain, next_task, task_is_new
+from tracelink.tune.tuners import Search, make_tuner
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
 
@@ -192,22 +193,31 @@ def _resume(tuner, space: TileSpace, rows: pd.DataFrame) -> int:
     return last
 
 
-def split_budget(targets: list[Target], per_target: int, floor: int) -> list[int]:
-    """Trials per target: ``per_target`` times the targets, split by their share of the run.
+@dataclass
+class Task:
+    """One dispatch being searched: its measurer, tuner and search, advanced round by round."""
 
-    What tuning a dispatch can gain end to end is bounded by its share of the run, so, with no
-    measurement yet to tell which will improve more, the expected gain (Ansor's task scheduler's
-    criterion) is taken proportional to it; every target gets at least ``floor`` (one batch)."""
-    total = sum(t.share for t in targets)
-    if total <= 0:
-        return [per_target] * len(targets)
-    floor = min(floor, per_target)
-    return [max(floor, round(per_target * len(targets) * t.share / total)) for t in targets]
+    target: Target
+    outcome: Outcome
+    space: TileSpace
+    measurer: Measurer
+    default: Trial
+    earlier: pd.DataFrame  # this dispatch's trials of a resumed session
+    search: Search
+    resumed: int  # trials the tuner knew before this session
+    trials: list[Trial] = field(default_factory=list)  # measured in this session
+    progress: TaskProgress = field(default_factory=lambda: TaskProgress(0.0))
+    failed: str = ""  # why its search broke off ("": it did not)
+
+    def best_ms(self) -> float:
+        """The best time so far, the default's included (from the best throughput: same flops)."""
+        best = max(self.search.best, self.default.gflops)
+        return self.default.runtime_ms * self.default.gflops / best if best > 0 else self.default.runtime_ms
 
 
-def tune_dispatch(target: Target, trials_budget: int, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress,
-                  console: Console, history: History | None) -> Outcome:
-    """Search one dispatch's configs (``trials_budget`` trials), confirm the best; its trials join ``history``."""
+def start_task(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console,
+               history: History | None) -> Task:
+    """Measure the dispatch's default config and set up its tuner (fed with resumed trials) and search."""
     dispatch = target.dispatch
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
@@ -219,12 +229,11 @@ def tune_dispatch(target: Target, trials_budget: int, config: TuneConfig, workdi
     earlier = log.earlier(dispatch.export)
     if not (earlier["tuner"] == "default").any():
         log.append([default])
-    search_options = config.search
-    prior = history.model(space, search_options.seed) if history is not None else None
-    tuner = make_tuner(search_options.tuner, space, seed=search_options.seed, budget=trials_budget,
-                       plan_size=search_options.batch_size, prior=prior)
+    options = config.search
+    prior = history.model(space, options.seed) if history is not None else None
+    tuner = make_tuner(options.tuner, space, seed=options.seed, budget=options.n_trial, plan_size=options.batch_size,
+                       prior=prior)
     counter = [_resume(tuner, space, earlier)]
-    resumed = len(tuner.xs)
     trials: list[Trial] = []
 
     def measure(indices: list[int]) -> list[float]:
@@ -237,22 +246,76 @@ def tune_dispatch(target: Target, trials_budget: int, config: TuneConfig, workdi
         trials.extend(done)
         return [trial.gflops if trial.ok else 0.0 for trial in done]
 
-    result = search(tuner, measure, trials_budget, search_options.batch_size, search_options.early_stopping or None)
+    search = Search(tuner, measure, options.batch_size, options.early_stopping or None)
+    task = Task(target, outcome, space, measurer, default, earlier, search, len(tuner.xs), trials)
+    task.progress = TaskProgress(target.share, [(search.trials, task.best_ms())])
+    return task
+
+
+def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
+    """Spend ``budget`` trials (resumed ones included) on the tasks, one batch per round, each round to
+    the task with the largest expected end-to-end gain (see ``schedule``); every round goes to
+    ``schedule.csv``. A round is smaller than a batch when the budget per task is, so the warm-up
+    reaches every task. A task whose measuring fails stops with the error noted, the others go on."""
+    rows = []
+    progress = [task.progress for task in tasks]
+    round_size = max(1, budget // max(len(tasks), 1))
+    while (spent := sum(task.search.trials for task in tasks)) < budget:
+        chosen = next_task(progress)
+        if chosen is None:
+            break
+        task = tasks[chosen]
+        score = math.nan if task_is_new(task.progress) else expected_gain(task.progress)
+        try:
+            if spent + task.search.step(min(round_size, budget - spent)) >= budget:
+                task.search.stopped = False  # the budget ran out in this round: no early stop
+        except Exception as error:  # one dispatch failing to tune is a note, the others go on
+            task.failed = one_line(error)
+        task.progress.finished = bool(task.failed) or task.search.finished
+        task.progress.history.append((task.search.trials, task.best_ms()))
+        rows.append({"round": len(rows) + 1, "dispatch": task.outcome.export, "share": task.target.share,
+                     "score": score, "trials": task.search.trials, "best_ms": task.best_ms()})
+        pd.DataFrame(rows).to_csv(schedule_path, index=False)
+
+
+def finish_task(task: Task, config: TuneConfig, history: History | None) -> Outcome:
+    """Record the search in ``history`` and the outcome; confirm the best configs against the default."""
+    outcome, tuner, result = task.outcome, task.search.tuner, task.search.result()
     if history is not None:
-        history.add(space, tuner.xs[resumed:], tuner.ys[resumed:])
+        history.add(task.space, tuner.xs[task.resumed:], tuner.ys[task.resumed:])
     outcome.trials = result.trials
     outcome.failed = sum(1 for y in tuner.ys if y <= 0)
-    good = sorted((t for t in trials if t.ok), key=lambda t: t.timing.median)
-    good += _earlier_good(earlier, measurer, {t.configuration for t in good})
+    if task.failed:
+        outcome.note = task.failed
+        return outcome
+    good = sorted((t for t in task.trials if t.ok), key=lambda t: t.timing.median)
+    good += _earlier_good(task.earlier, task.measurer, {t.configuration for t in good})
     good.sort(key=lambda t: t.timing.median)
     if not good:
-        failures = {t.verification for t in trials}
+        failures = {t.verification for t in task.trials}
         outcome.note = f"every candidate failed ({', '.join(sorted(failures)) or 'none measured'}; see trials.csv)"
         return outcome
-    _confirm(outcome, measurer, default, good[: config.select.confirm_top], config)
+    _confirm(outcome, task.measurer, task.default, good[: config.select.confirm_top], config)
     if result.stopped_early:
         outcome.note = (outcome.note + "; " if outcome.note else "") + f"stopped early after {result.trials} trials"
     return outcome
+
+
+def begin(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console,
+          history: History | None) -> Task | Outcome:
+    """``start_task``, or the outcome noting why the dispatch could not be started."""
+    try:
+        return start_task(target, config, workdir, log, pool, progress, console, history)
+    except Exception as error:  # one dispatch failing to tune is a note, the others go on
+        return Outcome(target.export, target.share, note=one_line(error))
+
+
+def end(task: Task, config: TuneConfig, history: History | None) -> Outcome:
+    """``finish_task``, or the outcome noting why confirming failed."""
+    try:
+        return finish_task(task, config, history)
+    except Exception as error:  # one dispatch failing to tune is a note, the others go on
+        return Outcome(task.target.export, task.target.share, note=one_line(error))
 
 
 def _earlier_good(earlier: pd.DataFrame, measurer: Measurer, seen: set[str]) -> list[Trial]:
@@ -313,16 +376,52 @@ def build_baselines(profile: Profile, workdir: Path, timeout: float) -> dict[str
     return builds
 
 
-def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, console: Console) -> dict[str, dict]:
-    """Each build of the whole program against the profiled build, all timed alternately for ``rounds`` rounds."""
+def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, console: Console,
+                     base: Path | None = None) -> dict[str, dict]:
+    """Each build of the whole program against ``base`` (default: the profiled build), all timed
+    alternately for ``rounds`` rounds."""
     function, inputs, parameters = profile.summary["function"], run_inputs(profile), run_parameters(profile)
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
-            for v in (profile.artifacts / "app.vmfb", *builds.values())]
-    with console.status(f"timing the program's builds ({', '.join(builds)}) against the profiled one, "
-                        f"{rounds} alternating rounds"):
+            for v in (base or profile.artifacts / "app.vmfb", *builds.values())]
+    with console.status(f"timing the program's builds ({', '.join(builds)}) against the "
+                        f"{base.parent.name if base else 'profiled'} one, {rounds} alternating rounds"):
         base, *others = alternate(runs, rounds)
     return {name: summarize(base, times) for name, times in zip(builds, others)}
+
+
+def best_baseline(baselines: dict[str, dict]) -> str | None:
+    """The flag baseline with the largest speedup over the profiled build among those whose 95 % interval
+    lies above 1; None when no baseline is significantly faster."""
+    faster = {name: check for name, check in baselines.items() if check["ci_low"] > 1}
+    return max(faster, key=lambda name: faster[name]["speedup"]) if faster else None
+
+
+def compare_with_flags(profile: Profile, tuning: Tuning, choices: list[Choice], tuned: Path, name: str,
+                       flags_build: Path, workdir: Path, config: TuneConfig, console: Console) -> dict:
+    """The tuning against the flag baseline ``name``, which beat the profiled build: the program with
+    the tuning and the flags, and with the tuning alone, each timed against the flags alone in
+    alternating rounds. The verdict is the faster of the two when its 95 % interval over the flags
+    lies above 1 (``tuning+flags`` or ``tuning``), else ``flags``: the flags are the better choice.
+
+    Data tiling rewrites matmuls into other ops, so a config tuned on the default build may not apply
+    with the flags at all; ``applied`` says how many of the configs did."""
+    program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
+    extra = FLAG_BASELINES[name]
+    builds = {"tuning": tuned}
+    applied, note = 0, ""
+    try:
+        missed, composed = check_applied(program, [*flags, *extra], tuning, choices, workdir / "composed",
+                                         config.measure.compile_timeout_seconds)
+        builds["tuning+flags"] = composed
+        applied = len(choices) - len(missed)
+    except TracelinkError as error:  # the tuning cannot be built with these flags: only the tuning alone competes
+        note = one_line(error)
+    checks = check_in_program(profile, builds, config.select.program_rounds, console, base=flags_build)
+    winners = {build: check for build, check in checks.items() if check["ci_low"] > 1}
+    verdict = max(winners, key=lambda build: winners[build]["speedup"]) if winners else "flags"
+    return {"baseline": name, "flags": extra, "applied": applied, "configs": len(choices), "note": note,
+            "tuning+flags": checks.get("tuning+flags"), "tuning": checks["tuning"], "verdict": verdict}
 
 
 def dispatch_median(profile: Profile, exports: set[str]) -> float:
@@ -415,19 +514,19 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     if unused:
         raise TracelinkError(f"{config.source}: [space] key(s) {', '.join(unused)} match no loop of the tuned dispatches")
     log = TrialLog(workdir / "trials.csv", resume)
-    budgets = split_budget(targets, config.search.n_trial, config.search.batch_size)
     history = None
     if config.search.tuner == "xgb" and config.search.transfer:
         history = History(history_path(machine_key(config.measure.device, config.measure.clock)))
-    outcomes: list[Outcome] = []
     pool = make_pool(config.measure.jobs)
     try:
         with progress_bar(console) as progress:
-            for target, budget in zip(targets, budgets):
-                try:
-                    outcomes.append(tune_dispatch(target, budget, config, workdir, log, pool, progress, console, history))
-                except Exception as error:  # one dispatch failing to tune is a note, the others go on
-                    outcomes.append(Outcome(target.export, target.share, note=one_line(error)))
+            started = [begin(target, config, workdir, log, pool, progress, console, history) for target in targets]
+            tasks = [task for task in started if isinstance(task, Task)]
+            run_schedule(tasks, config.search.n_trial * len(targets), workdir / "schedule.csv")
+            if len(tasks) > 1:
+                console.print("trials by expected end-to-end gain: " + ", ".join(
+                    f"{escape(t.outcome.export)} {t.search.trials}" for t in tasks), soft_wrap=True)
+            outcomes = [end(task, config, history) if isinstance(task, Task) else task for task in started]
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # an interrupt does not wait for compiles in flight
         raise
@@ -483,9 +582,15 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         return outcomes, deliver(tuning, output), None
     baselines = build_baselines(profile, workdir / "baselines", timeout) if config.select.baselines else {}
     checks = check_in_program(profile, {"tuned": vmfb, **baselines}, config.select.program_rounds, console)
-    check = {**checks.pop("tuned"), "baselines": checks}
+    check = {**checks.pop("tuned"), "baselines": checks, "flags": None}
+    best = best_baseline(checks)
+    if check["ci_low"] > 1 and best is not None:
+        check["flags"] = compare_with_flags(profile, tuning, kept, vmfb, best, baselines[best], workdir, config, console)
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
-    if check["ci_low"] > 1:
+    verdict = check["flags"]["verdict"] if check["flags"] else "tuning"
+    if check["ci_low"] > 1 and verdict != "flags":
+        if verdict == "tuning+flags":  # handed over with the flags it was checked with
+            tuning = Tuning(tuning.spec, tuning.configurations, check["flags"]["flags"])
         return outcomes, deliver(tuning, output), check
     tuning.remove()  # a tuning that does not speed the whole program up is not handed to the user
     return outcomes, None, check
@@ -497,4 +602,4 @@ def deliver(tuning: Tuning, output: Path | None) -> Tuning:
         return tuning
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, tuning.spec.read_text())
-    return Tuning(output, tuning.configurations)
+    return Tuning(output, tuning.configurations, tuning.extra_flags)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iree.compiler import ir
@@ -176,10 +176,11 @@ class Tuning:
 
     spec: Path | None = None
     configurations: Path | None = None
+    extra_flags: list[str] = field(default_factory=list)  # flags it was checked with and needs (a flag baseline)
 
     def flags(self) -> list[str]:
         """The iree-compile flags that apply it."""
-        flags = []
+        flags = list(self.extra_flags)
         if self.spec is not None:
             flags.append(f"--iree-codegen-tuning-spec-path={self.spec.resolve()}")
         if self.configurations is not None:
