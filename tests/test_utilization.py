@@ -1,9 +1,9 @@
 """Cost model, roofline verdicts and the report views built on them, on one real program.
 
-``tests/data/costs.mlir`` has five independent dispatches whose FLOPs and compulsory bytes are worked
-out by hand below: a matmul, a batch matmul, a convolution, an elementwise chain (multiply, add, exp)
-and a sum of 4 Mi floats into one scalar, which IREE runs as a single workgroup (parallelism-bound on a
-machine with several workers). It is compiled and run for real, once per module.
+``tests/data/costs.mlir`` has six independent dispatches whose FLOPs and compulsory bytes are worked
+out by hand below: a matmul, a batch matmul, a convolution, an elementwise chain (multiply, add, exp),
+a sum of 4 Mi floats into one scalar, which IREE runs as a single workgroup (parallelism-bound on a
+machine with several workers), and a softmax (an op without a body: its FLOPs come from a table). It is compiled and run for real, once per module.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ EXPECTED = {
     14: (2 * 16 * 16 * 16 * 3 * 3 * 8, F32 * (18 * 18 * 8 + 3 * 3 * 8 * 16 + 16 * 16 * 16)),  # conv 3x3, 8 -> 16 channels
     17: (3 * 64 * 128, F32 * 3 * 64 * 128),  # mulf, addf, exp per element; reads x, y, writes one
     28: (4194304, F32 * (4194304 + 1)),  # one add per element; reads the array, writes a scalar
+    34: (5 * 32 * 100, F32 * 2 * 32 * 100),  # max, subtract, exp, sum, divide per element; reads x, writes one
 }
 
 
@@ -95,8 +96,8 @@ def test_roofline_flame_graph_and_kind_table_in_the_browser(browser, costs, cost
     assert shown == [str(site_at(costs, 8)["call_site"])]
     width = opened.eval("Number(document.querySelector('#flame-svg g.fr.leaf[data-cs=\"%d\"] rect').getAttribute('width'))" % site_at(costs, 8)["call_site"])
     assert width > 1000  # the zoomed frame spans the whole width
-    # five independent dispatches of five kinds
-    assert opened.eval("document.querySelectorAll('#kind-table tbody tr').length") == 5
+    # six independent dispatches of six kinds
+    assert opened.eval("document.querySelectorAll('#kind-table tbody tr').length") == 6
     assert opened.eval("document.querySelectorAll('#glossary dt').length") >= 6
     OUTPUT.mkdir(exist_ok=True)
     opened.page.locator("#dispatches").screenshot(path=str(OUTPUT / "roofline.png"))

@@ -1,7 +1,7 @@
 func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x32x64xf32>, %bb: tensor<4x64x16xf32>,
                 %img: tensor<1x18x18x8xf32>, %flt: tensor<3x3x8x16xf32>, %x: tensor<64x128xf32>, %y: tensor<64x128xf32>,
-                %big: tensor<4194304xf32>)
-    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>) {
+                %big: tensor<4194304xf32>, %sm: tensor<32x100xf32>)
+    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>) {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<64x256xf32>
   %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64x256xf32>) -> tensor<64x256xf32>
@@ -30,5 +30,7 @@ func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x3
       %s = arith.addf %in, %acc : f32
       linalg.yield %s : f32
     }
-  return %mm, %bmm, %conv, %exp, %sum : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>
+  %e5 = tensor.empty() : tensor<32x100xf32>
+  %soft = linalg.softmax dimension(1) ins(%sm : tensor<32x100xf32>) outs(%e5 : tensor<32x100xf32>) -> tensor<32x100xf32>
+  return %mm, %bmm, %conv, %exp, %sum, %soft : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>
 }

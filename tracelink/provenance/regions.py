@@ -41,6 +41,9 @@ NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yi
 INIT_OPS = ("linalg.fill",)
 CODE_OPS = ("util.func", "func.func", "util.initializer")
 ARITHMETIC_PREFIXES = ("arith.", "math.")
+# FLOPs per element of ops that carry no body: softmax along a dimension is a max, a subtract, an exp,
+# a sum and a divide per element (each transcendental counted as one FLOP, as body ops are).
+BODYLESS_FLOPS = {"linalg.softmax": 5}
 # Body ops that move or reinterpret a value without computing: not FLOPs.
 NOT_ARITHMETIC = (
     "arith.constant", "arith.index_cast", "arith.index_castui", "arith.bitcast", "arith.extf", "arith.truncf", "arith.extsi",
@@ -104,6 +107,12 @@ def body_ops(op: ir.Operation) -> list[ir.Operation]:
     return [child for child in walk(op) if not child.name.endswith("yield")]
 
 
+def flops_per_iteration(op: ir.Operation, scalar_ops: list[ir.Operation]) -> int:
+    """FLOPs per point of a structured op's iteration space: its body's arithmetic, or for an op with
+    no body (``linalg.softmax``) the scalar ops it stands for."""
+    return BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
+
+
 def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
     """How many of a body's scalar ops are floating-point or integer arithmetic (FLOPs per iteration)."""
     return sum(op.name.startswith(ARITHMETIC_PREFIXES) and op.name not in NOT_ARITHMETIC for op in scalar_ops)
@@ -138,7 +147,7 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
             continue
         space = iteration_space(op)
         scalar_ops = body_ops(op)
-        region.flops += space * arithmetic_ops(scalar_ops)
+        region.flops += space * flops_per_iteration(op, scalar_ops)
         region.cost_exact &= loop_sizes(op) is not None or op.name.startswith("tensor.")
         costs[op_location] += space
         for scalar in scalar_ops:
