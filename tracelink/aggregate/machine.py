@@ -104,10 +104,9 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
     written): the 90th percentile of ``rounds`` rounds.
 
     A round lasts as long as its slowest copy by that thread's CPU time, so a copy the scheduler
-    paused to run another process is not counted as slow. Not the best round: when the scheduler
-    pauses one thread, the other copies alone with the whole memory bus, and such rounds read up to
-    25 % above what all workers get together (seen on a 2-core VM); the 90th percentile stays within
-    ~6 % from one measurement to the next there.
+    paused to run another process is not counted as slow. Not the best round: on a 2-core VM the best
+    round of two measurements differed by up to 25 % (likely rounds where one thread was paused and the
+    other had the memory bus alone), while the 90th percentile stayed within ~6 %.
     """
     sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
     targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
