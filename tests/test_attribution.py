@@ -78,6 +78,11 @@ class InputReading:
         self.path = str(program)
         self.function_lines = {p for op in module.body.operations if op.operation.name in ("func.func", "util.func") for p in positions(op.operation.location)}
         self.op_lines = {p for top in module.body.operations for op in all_ops(top.operation) for p in positions(op.location)}
+        # Lines where only constants are written: no work at run time, even when IREE fuses their
+        # location into a dispatch's root (ResNet-18's zero bias in the pooling dispatch).
+        self.constant_lines = self.op_lines - {
+            p for top in module.body.operations for op in all_ops(top.operation) if op.name != "arith.constant" for p in positions(op.location)
+        }
 
 
 def dispatch_export(op: ir.Operation) -> str:
@@ -133,7 +138,7 @@ def test_call_sites_are_the_hal_dispatches_and_the_runtime_ran_each_run_site_onc
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_root_location_of_every_run_call_site_has_self_time(profiles, readings, name):
+def test_root_location_of_every_run_call_site_has_self_time_unless_only_constants(profiles, readings, name):
     profile = profiles[name]
     source, phases = readings[name]
     self_lines = lines_with(profile.source_lines, "total_ns")
@@ -148,8 +153,8 @@ def test_root_location_of_every_run_call_site_has_self_time(profiles, readings, 
             continue
         for member in members(loc):
             innermost = [p for p in positions(member) if p not in source.function_lines][:1]
-            for line in innermost:
-                assert line in self_lines, (index, line)
+            for line in set(innermost) - source.constant_lines:
+                assert line in self_lines, (export, line)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -212,7 +217,9 @@ def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name)
 def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
     profile = profiles["onnx_light_squeezenet_nodelocs"]
     assert load_profile(profile.directory).source_lines.empty  # no file:line anywhere: an empty table reads back
-    assert profile.source_ops.loc[profile.source_ops["total_ns"].idxmax(), "label"] == "n62"  # named by its node
+    # The hottest op is named by its node: the conv the hottest dispatch (first conv, ~17 %) is named after.
+    hottest_site = profile.call_sites.loc[profile.call_sites["total_ns"].idxmax()]
+    assert profile.source_ops.loc[profile.source_ops["total_ns"].idxmax(), "label"] == hottest_site["loc"] == "n0"
     ops = profile.source_ops
     hot_kinds = set(ops.loc[ops["total_ns"] > 0, "op_kinds"].fillna("").str.split(", ").explode())
     assert {"onnx.Conv", "onnx.Relu"} <= hot_kinds

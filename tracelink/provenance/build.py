@@ -14,7 +14,7 @@ from tracelink.provenance.graph import build_graph
 from tracelink.provenance.ir_utils import new_context, parse_file
 from tracelink.provenance.locations import Normaliser
 from tracelink.provenance.program import InputProgram
-from tracelink.provenance.regions import read_regions
+from tracelink.provenance.regions import member_costs, read_regions
 
 
 @dataclass
@@ -41,6 +41,7 @@ def build_provenance(program: InputProgram, artifacts: Path, entry: str) -> Prov
     call_sites = read_call_sites(hal_module, entry, normalise)
     regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context)
     exports = read_exports(artifacts / "executables", artifacts, context)
-    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise))
+    input_phase = parse_file(phase_dump(phases, "input"), context)
+    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise))
     graph.graph["entry"] = entry
     return Provenance(graph, call_sites, exports)

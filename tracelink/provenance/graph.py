@@ -33,6 +33,14 @@ class SourceOpIndex:
     ids: dict[OpLocation, str] = field(default_factory=dict)
     owner: dict[SourceLocation, str] = field(default_factory=dict)  # member -> node of the first op holding it
     by_frames: dict[tuple[str, ...], str] = field(default_factory=dict)  # member frames -> node
+    member_costs: dict[tuple[str, ...], float] = field(default_factory=dict)  # member frames -> own work before fusion
+
+    def own_cost(self, member: SourceLocation) -> float:
+        """A member's own work before fusion; an inlined member (frames extended by its call) takes its op's."""
+        for length in range(len(member.frames), 0, -1):
+            if member.frames[:length] in self.member_costs:
+                return self.member_costs[member.frames[:length]]
+        return 0.0
 
 
 def call_site_node(index: int) -> str:
@@ -45,14 +53,17 @@ def build_graph(
     regions: list[DispatchRegion],
     exports: dict[str, ExportInfo],
     host_locations: set[tuple[str, ...]] | None = None,
+    member_costs: dict[tuple[str, ...], float] | None = None,
 ) -> nx.DiGraph:
     """Build the provenance graph of one entry function.
 
     ``host_locations`` are the frames of every host-phase location; the audit uses them (and the
     locations present in the dispatch regions) to tell why an input op reaches no dispatch.
+    ``member_costs`` (:func:`~tracelink.provenance.regions.member_costs`) weigh the members of the
+    compiler's fused locations; without them members share equally.
     """
     graph = nx.DiGraph(program=str(program.path))
-    index = SourceOpIndex()
+    index = SourceOpIndex(member_costs=member_costs or {})
     for op in program.ops:
         if not op.location.known:
             continue
@@ -121,15 +132,19 @@ def resolve_source_ops(graph: nx.DiGraph, index: SourceOpIndex, location: OpLoca
     """The source ops a dispatch-side location stands for, each with its share of it.
 
     A location of the input resolves to its op; a fused location the compiler made resolves member by
-    member, its share split equally between them (IREE keeps no record of how much each contributed).
+    member, each member's share in proportion to its own work before fusion (IREE keeps no record of
+    how much each contributed to the merged op, but a ReLU merged into a convolution did a ReLU's
+    work). Members with no known work share equally when none of them has any.
     """
     if not location.known:
         return {}
     if location in index.ids:
         return {index.ids[location]: 1.0}
+    costs = [index.own_cost(member) for member in location.members]
+    total = sum(costs)
     shares: dict[str, float] = defaultdict(float)
-    for member in location.members:
-        shares[resolve_member(graph, index, member)] += 1.0 / len(location.members)
+    for member, cost in zip(location.members, costs):
+        shares[resolve_member(graph, index, member)] += cost / total if total > 0 else 1.0 / len(location.members)
     return dict(shares)
 
 

@@ -153,7 +153,7 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
         for scalar in scalar_ops:
             scalar_location = normalise(scalar.location)
             costs[scalar_location if scalar_location.known else op_location] += space
-        weight = space * (len(scalar_ops) + 1)
+        weight = op_weight(op)
         if op_location == own and weight > heaviest:
             heaviest, region.root_op = weight, op.name
     region.costs = dict(costs)
@@ -161,6 +161,28 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
     region.cost_exact &= exact
     region.present = {member.frames for op in walk(region_op) for member in normalise(op.location).members}
     return region
+
+
+def op_weight(op: ir.Operation) -> float:
+    """Estimated work of one structured op: its iteration space × (its body ops + 1)."""
+    return iteration_space(op) * (len(body_ops(op)) + 1)
+
+
+def member_costs(input_phase: ir.Module, normalise: Normaliser) -> dict[tuple[str, ...], float]:
+    """Each source location member's own work in the program before fusion, by its frames.
+
+    Read off the ``input`` phase (every op in linalg form, no fusion yet): each structured op's weight
+    (:func:`op_weight`) goes to its location's members in equal parts. When the compiler later merges
+    ops into one with a fused location, a member's part of that op is its own work, so an elementwise
+    op merged into a convolution takes an elementwise op's part, not half.
+    """
+    costs: dict[tuple[str, ...], float] = defaultdict(float)
+    for code_op in top_level(input_phase):
+        for op in structured_ops(code_op):
+            members = normalise(op.location).members
+            for member in members:
+                costs[member.frames] += op_weight(op) / len(members)
+    return dict(costs)
 
 
 def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
