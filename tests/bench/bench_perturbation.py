@@ -6,13 +6,17 @@ profile.json, warm-up dropped) is compared with the same compiled program run al
 around it (the baseline). Each run is long enough (≥ ~0.3 s of dispatches) that the first slow
 iterations after the warm-up do not decide the mean. Rounds alternate the order (standalone first, then
 last) so a drift in machine load hits both sides alike; each round gives one paired ratio per collector,
-and the printed figure is the median of those ratios with their range. Target: ≤ 1.03× for the HAL
-collector. The Tracy and hook collectors change the build or the runtime (Tracy-enabled tools,
-system-library executables, per-workgroup hooks), so their ratios are their overhead.
+and the printed figure is the median of those ratios with its distribution-free 95 % interval (the order
+statistics tracelink uses for its own medians; with 11 rounds: the 2nd and 10th ratio). Target: ≤ 1.03×
+for the HAL collector. The Tracy and hook collectors change the build or the runtime (Tracy-enabled
+tools, system-library executables, per-workgroup hooks), so their ratios are their overhead.
+
+Usage: .venv/bin/python tests/bench/bench_perturbation.py [--rounds 11] [--collectors hal tracy hook] [--programs NAME ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
@@ -21,15 +25,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
+from tracelink.aggregate import median_interval_ranks  # noqa: E402
 from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events  # noqa: E402
 
-ROUNDS = 5
+ROUNDS = 11
 RUN_DISPATCH_NS = 3e8  # dispatch time per run: enough iterations that start-up effects average out
 MIN_REPETITIONS, MAX_REPETITIONS = 20, 3000
 COLLECTORS = ("hal", "tracy", "hook")
@@ -66,9 +72,22 @@ def repetitions_for(ns_per_iteration: float) -> int:
     return min(MAX_REPETITIONS, max(MIN_REPETITIONS, math.ceil(RUN_DISPATCH_NS / max(ns_per_iteration, 1.0))))
 
 
+def median_with_interval(ratios: list[float]) -> str:
+    """``median× (low-high)``: the median of the ratios and its distribution-free 95 % interval."""
+    ordered = sorted(ratios)
+    low, high = (int(ranks[0]) for ranks in median_interval_ranks(np.array([len(ordered)])))
+    return f"{statistics.median(ordered):4.2f}x ({ordered[low]:.2f}-{ordered[high]:.2f})"
+
+
 def main() -> None:
-    print(f"recorded / standalone dispatch time per iteration: median of {ROUNDS} paired rounds (range), order alternating")
-    for name, (program, inputs, parameters) in PROGRAMS.items():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--collectors", nargs="+", choices=COLLECTORS, default=list(COLLECTORS))
+    parser.add_argument("--programs", nargs="+", choices=list(PROGRAMS), default=list(PROGRAMS))
+    args = parser.parse_args()
+    print(f"recorded / standalone dispatch time per iteration: median of {args.rounds} paired rounds (95 % interval), order alternating")
+    for name in args.programs:
+        program, inputs, parameters = PROGRAMS[name]
         with tempfile.TemporaryDirectory() as work_dir:
             work = Path(work_dir)
             probe = recorded(program, work / "hal0", "hal", inputs, parameters, MIN_REPETITIONS)  # compiles, generates the inputs
@@ -77,9 +96,9 @@ def main() -> None:
             exports = list(calls.loc[calls["phase"] == "run", "export"])
             vmfb = work / "hal0" / "artifacts" / "app.vmfb"
             alone: list[float] = []
-            ratios: dict[str, list[float]] = {c: [] for c in COLLECTORS}
-            for round_index in range(ROUNDS):
-                order = ["alone", *COLLECTORS]
+            ratios: dict[str, list[float]] = {c: [] for c in args.collectors}
+            for round_index in range(args.rounds):
+                order = ["alone", *args.collectors]
                 measured: dict[str, float] = {}
                 for side in order if round_index % 2 == 0 else order[::-1]:
                     if side == "alone":
@@ -87,9 +106,9 @@ def main() -> None:
                     else:
                         measured[side] = recorded(program, work / side, side, inputs, parameters, repetitions)["dispatch_ns_per_iteration"]
                 alone.append(measured["alone"])
-                for collector in COLLECTORS:
+                for collector in args.collectors:
                     ratios[collector].append(measured[collector] / measured["alone"])
-            shown = "  ".join(f"{c} {statistics.median(v):4.2f}x ({min(v):.2f}-{max(v):.2f})" for c, v in ratios.items())
+            shown = "  ".join(f"{c} {median_with_interval(v)}" for c, v in ratios.items())
             print(f"{name:28s} {repetitions:5d} reps, standalone {statistics.median(alone) / 1e3:9.1f} µs/iter   {shown}   (target hal <= 1.03x)", flush=True)
 
 

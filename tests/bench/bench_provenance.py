@@ -75,7 +75,7 @@ def main() -> int:
             compile_s = time.perf_counter() - started
             started = time.perf_counter()
             context = new_context()
-            for phase in ("hal", "dispatch-creation", "flow"):
+            for phase in ("input", "hal", "dispatch-creation", "flow"):
                 parse_file(phase_dump(artifacts / "phases", phase), context)
             parse_file(source, context)
             parse_s = time.perf_counter() - started
