@@ -1,7 +1,7 @@
 func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x32x64xf32>, %bb: tensor<4x64x16xf32>,
                 %img: tensor<1x18x18x8xf32>, %flt: tensor<3x3x8x16xf32>, %x: tensor<64x128xf32>, %y: tensor<64x128xf32>,
-                %big: tensor<4194304xf32>, %sm: tensor<32x100xf32>)
-    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>) {
+                %big: tensor<4194304xf32>, %sm: tensor<32x100xf32>, %aq: tensor<2x64x32xf32>, %ak: tensor<2x48x32xf32>, %av: tensor<2x48x16xf32>)
+    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>) {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<64x256xf32>
   %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64x256xf32>) -> tensor<64x256xf32>
@@ -32,5 +32,12 @@ func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x3
     }
   %e5 = tensor.empty() : tensor<32x100xf32>
   %soft = linalg.softmax dimension(1) ins(%sm : tensor<32x100xf32>) outs(%e5 : tensor<32x100xf32>) -> tensor<32x100xf32>
-  return %mm, %bmm, %conv, %exp, %sum, %soft : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>
+  %scale = arith.constant 0.125 : f32
+  %e6 = tensor.empty() : tensor<2x64x16xf32>
+  %att = iree_linalg_ext.attention <indexing_maps = [affine_map<(b, m, n, k1, k2) -> (b, m, k1)>, affine_map<(b, m, n, k1, k2) -> (b, k2, k1)>, affine_map<(b, m, n, k1, k2) -> (b, k2, n)>, affine_map<(b, m, n, k1, k2) -> ()>, affine_map<(b, m, n, k1, k2) -> (b, m, n)>]>
+      ins(%aq, %ak, %av, %scale : tensor<2x64x32xf32>, tensor<2x48x32xf32>, tensor<2x48x16xf32>, f32) outs(%e6 : tensor<2x64x16xf32>) {
+    ^bb0(%score: f32):
+      iree_linalg_ext.yield %score : f32
+    } -> tensor<2x64x16xf32>
+  return %mm, %bmm, %conv, %exp, %sum, %soft, %att : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>
 }

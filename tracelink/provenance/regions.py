@@ -13,8 +13,8 @@ op has none of its own. ``linalg.fill`` ops that are not the dispatch's root are
 identical fills across layers and keeps one op's location, so a fill says nothing about which layer's
 work the dispatch does; they cost nothing and are kept apart from the producers. The iteration space
 of a linalg op comes from its indexing maps (named ops included: convolutions count their window
-loops); for other ops with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's
-element count.
+loops); attention (two contractions around a softmax) counts the multiply-adds of both; for other ops
+with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's element count.
 
 The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space ×
 its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
@@ -44,6 +44,9 @@ ARITHMETIC_PREFIXES = ("arith.", "math.")
 # FLOPs per element of ops that carry no body: softmax along a dimension is a max, a subtract, an exp,
 # a sum and a divide per element (each transcendental counted as one FLOP, as body ops are).
 BODYLESS_FLOPS = {"linalg.softmax": 5}
+ATTENTION = "iree_linalg_ext.attention"
+# Per score of an attention op: its scale multiply and the softmax's max, subtract, exp and sum.
+ATTENTION_SOFTMAX_FLOPS = 5
 # Body ops that move or reinterpret a value without computing: not FLOPs.
 NOT_ARITHMETIC = (
     "arith.constant", "arith.index_cast", "arith.index_castui", "arith.bitcast", "arith.extf", "arith.truncf", "arith.extsi",
@@ -73,26 +76,55 @@ def elements(shape: tuple[int, ...] | None) -> int:
     return math.prod(max(size, 1) for size in shape) if shape else 1
 
 
-def loop_sizes(op: ir.Operation) -> dict[int, int] | None:
-    """Static loop bounds of a linalg op (generic or named) read off its operand shapes through its
-    indexing maps' plain dims; None for ops that are not linalg ops. Dynamic loops are left out."""
+def indexing_maps(op: ir.Operation) -> list[ir.AffineMap] | None:
+    """The indexing maps of a linalg op, or of an ``iree_linalg_ext`` op that carries them as a
+    property (attention); None for other ops."""
     try:
-        maps = list(linalg.get_indexing_maps(op))
+        return [map_attr.value for map_attr in linalg.get_indexing_maps(op)]
     except (ValueError, TypeError, RuntimeError):  # not a linalg structured op
+        maps = attr(op, "indexing_maps")
+        if not isinstance(maps, ir.ArrayAttr):
+            return None
+        return [ir.AffineMapAttr(map_attr).value for map_attr in maps]
+
+
+def loop_sizes(op: ir.Operation) -> dict[int, int] | None:
+    """Static loop bounds of a structured op (generic, named or attention) read off its operand shapes
+    through its indexing maps' plain dims; None for ops without indexing maps. Dynamic loops are left out."""
+    maps = indexing_maps(op)
+    if maps is None:
         return None
     sizes: dict[int, int] = {}
-    for value, map_attr in zip(op.operands, maps):
+    for value, affine_map in zip(op.operands, maps):
         shape = static_shape(value.type)
-        for result_index, expr in enumerate(map_attr.value.results):
+        for result_index, expr in enumerate(affine_map.results):
             if shape and isinstance(expr, ir.AffineDimExpr) and shape[result_index] > 0:
                 sizes[expr.position] = shape[result_index]
     return sizes
+
+
+def attention_sizes(op: ir.Operation, sizes: dict[int, int]) -> tuple[int, int, int, int]:
+    """An attention op's (scores, K1, N, outputs): its score matrix B×M×K2 (Q·Kᵀ), the dimension
+    Q·Kᵀ contracts (K1), the one P·V produces (N) and its output's element count, from the maps of its
+    operands Q, K, V (first three) and its result (last)."""
+    maps = indexing_maps(op) or []
+    query, key, value, output = ({expr.position for expr in maps[i].results if isinstance(expr, ir.AffineDimExpr)}
+                                 for i in (0, 1, 2, -1))
+
+    def size(dims: set[int]) -> int:
+        return math.prod(sizes.get(dim, 1) for dim in dims)
+
+    contracted = (query & key) - output
+    return size((query | key) - contracted), size(contracted), size((value & output) - query), size(output)
 
 
 def iteration_space(op: ir.Operation) -> float:
     """Estimated iteration-space size of a structured op (see the module docstring)."""
     shapes = [static_shape(value.type) for value in op.operands]
     sizes = loop_sizes(op)
+    if sizes is not None and op.name == ATTENTION:  # two contractions around a softmax, not one loop nest
+        scores, contracted, produced, _ = attention_sizes(op, sizes)
+        return float(scores * (contracted + produced))
     if sizes is not None:
         return float(math.prod(sizes.values())) if sizes else 1.0
     result_shapes = [static_shape(r.type) for r in op.results] or shapes[-1:]
@@ -107,10 +139,15 @@ def body_ops(op: ir.Operation) -> list[ir.Operation]:
     return [child for child in walk(op) if not child.name.endswith("yield")]
 
 
-def flops_per_iteration(op: ir.Operation, scalar_ops: list[ir.Operation]) -> int:
-    """FLOPs per point of a structured op's iteration space: its body's arithmetic, or for an op with
-    no body (``linalg.softmax``) the scalar ops it stands for."""
-    return BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
+def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation]) -> float:
+    """FLOPs of one structured op: its iteration space × its body's arithmetic per point; for ops with no
+    body the scalar ops they stand for (``linalg.softmax``), and for attention its two contractions
+    (2 FLOPs per multiply-add) plus the softmax per score and one divide per output element."""
+    if op.name == ATTENTION and (sizes := loop_sizes(op)) is not None:
+        scores, contracted, produced, outputs = attention_sizes(op, sizes)
+        return float(scores * (2 * contracted + ATTENTION_SOFTMAX_FLOPS + 2 * produced) + outputs)
+    per_point = BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
+    return iteration_space(op) * per_point
 
 
 def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
@@ -147,7 +184,7 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
             continue
         space = iteration_space(op)
         scalar_ops = body_ops(op)
-        region.flops += space * flops_per_iteration(op, scalar_ops)
+        region.flops += op_flops(op, scalar_ops)
         region.cost_exact &= loop_sizes(op) is not None or op.name.startswith("tensor.")
         costs[op_location] += space
         for scalar in scalar_ops:
