@@ -164,6 +164,59 @@ def test_big_report_is_small_and_opens_on_the_hot_subgraph(browser, big):  # noq
     opened.check_clean()
 
 
+# the minimap's pixel at (x, y) CSS pixels from its top left corner: [r, g, b, a]
+MINIMAP_PIXEL = """([x, y]) => {
+    const canvas = document.getElementById('graph-minimap'), ratio = canvas.width / canvas.getBoundingClientRect().width;
+    return [...canvas.getContext('2d').getImageData(Math.round(x * ratio), Math.round(y * ratio), 1, 1).data];
+}"""
+MINIMAP_GEOMETRY = """(() => {
+    const wrap = document.querySelector('.graph-wrap'), map = document.getElementById('graph-minimap').getBoundingClientRect();
+    return {boxHeight: wrap.clientHeight, graphHeight: wrap.scrollHeight, scrollTop: wrap.scrollTop, x: map.x, y: map.y,
+            width: map.width, height: map.height, scale: Number(document.getElementById('graph-minimap').dataset.scale)};
+})()"""
+
+
+def is_accent(pixel: list[int]) -> bool:
+    """The minimap's frame colour (#2563eb), not a node's (orange, grey) or the background."""
+    red, green, blue, _ = pixel
+    return blue > 200 and red < 90 and green < 140
+
+
+def test_minimap_shows_the_whole_graph_frames_the_visible_part_and_scrolls_there(browser, big):  # noqa: F811
+    profile, report = big
+    opened = Opened(browser, report)
+    opened.page.click("#graph-full")
+    opened.page.wait_for_function("document.getElementById('graph-svg').dataset.view === 'full'")
+    opened.page.locator(".graph-wrap").scroll_into_view_if_needed()
+    shown = set(opened.eval(SHOWN_NODES))
+    nodes = len(shown)
+    # fills CSE shares between layers feed hundreds of call sites from one op: connected, not drawn
+    edges = [(source, target, data.get("role")) for source, target, data in profile.graph.edges(data=True) if source in shown and target in shown]
+    assert sum(role == "init" for *_, role in edges) > 100
+    assert opened.eval("document.querySelectorAll('#graph-svg path.edge').length") == sum(role != "init" for *_, role in edges)
+    opened.page.wait_for_function(f"document.getElementById('graph-minimap').dataset.drawn === '{nodes}'")
+    at_top = opened.eval(MINIMAP_GEOMETRY)
+    # the whole graph, tens of screens long, fits beside its scroll box, in proportion
+    assert at_top["graphHeight"] > 10 * at_top["boxHeight"]
+    assert at_top["height"] <= at_top["boxHeight"] + 1 and 0 < at_top["width"] <= 120
+    assert at_top["height"] == pytest.approx(at_top["graphHeight"] * at_top["scale"], abs=2)
+    assert is_accent(opened.eval(MINIMAP_PIXEL, [at_top["width"] / 2, 1]))  # the visible part is framed
+    # a click near its bottom scrolls the graph to its end, and the frame follows
+    opened.page.mouse.click(at_top["x"] + at_top["width"] / 2, at_top["y"] + at_top["height"] * 0.97)
+    opened.page.wait_for_function("document.querySelector('.graph-wrap').scrollTop > 0")
+    at_end = opened.eval(MINIMAP_GEOMETRY)
+    assert at_end["scrollTop"] >= 0.9 * at_end["graphHeight"] - at_end["boxHeight"]
+    opened.page.wait_for_timeout(100)  # the frame is redrawn on the next animation frame
+    assert is_accent(opened.eval(MINIMAP_PIXEL, [at_end["width"] / 2, at_end["scrollTop"] * at_end["scale"] + 1]))
+    assert not is_accent(opened.eval(MINIMAP_PIXEL, [at_top["width"] / 2, 1]))
+    # collapsed groups hide their ops in the minimap too
+    opened.page.click("#graph-collapse")
+    ops = opened.eval("document.querySelectorAll('#graph-svg .node.op').length")
+    assert ops > 0
+    assert opened.eval("document.getElementById('graph-minimap').dataset.drawn") == str(nodes - ops)
+    opened.check_clean()
+
+
 def test_first_screen_says_which_line_and_why(browser, big):  # noqa: F811
     profile, report = big
     lines = profile.source_lines.set_index(["file", "line"])

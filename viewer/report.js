@@ -287,7 +287,7 @@
   function graphSelect(id) {
     graphMarks.clear();
     var svg = $('#graph-svg');
-    if (!id || !graphNode(id)) { svg.classList.remove('focus'); $('#graph-info').textContent = ''; return; }
+    if (!id || !graphNode(id)) { svg.classList.remove('focus'); $('#graph-info').textContent = ''; drawMinimap(); return; }
     var seen = {};
     seen[id] = true;
     reach(id, G.succ, seen);
@@ -302,6 +302,7 @@
     edges().forEach(function (edge) {
       if (seen[edge.getAttribute('data-s')] && seen[edge.getAttribute('data-t')]) { graphMarks.add(edge, 'nb'); }
     });
+    drawMinimap();
     var info = $('#graph-info');
     info.textContent = '';
     var count = Object.keys(seen).length - 1;
@@ -322,38 +323,156 @@
     return 'M' + x1.toFixed(1) + ',' + y1.toFixed(1) + 'C' + middle.toFixed(1) + ',' + y1.toFixed(1) + ' ' +
       middle.toFixed(1) + ',' + y2.toFixed(1) + ' ' + x2.toFixed(1) + ',' + y2.toFixed(1);
   }
-  function relayoutGraph() {
-    var dims = G.dims, y = dims.top, offset = {}, top = {};
+  // Where each group of the shown view sits with the current collapsed set (its shift from the layout
+  // and its top); returns the bottom of the groups.
+  var groupShift = {}, groupTop = {};
+  function placeGroups() {
+    var dims = G.dims, y = dims.top;
     V.groups.forEach(function (group) {
-      var id = group[0], shift = y - group[1], isCollapsed = !!collapsed[id];
-      offset[id] = shift;
-      top[id] = y;
+      groupShift[group[0]] = y - group[1];
+      groupTop[group[0]] = y;
+      y += (collapsed[group[0]] ? dims.header : group[2]) + dims.gap;
+    });
+    return y;
+  }
+  // [x, y, width, hidden] of a node where the view shows it now; a collapsed group's node is hidden and
+  // its edges leave from the group's header.
+  function shownBox(id) {
+    var placed = V.nodes[id];
+    if (!placed) { return null; }
+    var group = placed[3];
+    if (group && collapsed[group]) { return [placed[0], groupTop[group] + (G.dims.header - G.dims.nodeH) / 2, placed[2], true]; }
+    return [placed[0], placed[1] + (group ? groupShift[group] : 0), placed[2], false];
+  }
+  function relayoutGraph() {
+    var dims = G.dims, bottom = placeGroups();
+    V.groups.forEach(function (group) {
+      var id = group[0], isCollapsed = !!collapsed[id];
       var node = $('.grp[data-g="' + id + '"]');
-      node.setAttribute('transform', 'translate(0,' + shift + ')');
+      node.setAttribute('transform', 'translate(0,' + groupShift[id] + ')');
       node.classList.toggle('collapsed', isCollapsed);
       $('.grp-box', node).setAttribute('height', isCollapsed ? dims.header : group[2]);
       var title = $('.grp-title', node);
       title.textContent = (isCollapsed ? '▸' : '▾') + title.textContent.slice(1);
-      y += (isCollapsed ? dims.header : group[2]) + dims.gap;
     });
     edges().forEach(function (edge) {
-      var source = V.nodes[edge.getAttribute('data-s')], target = V.nodes[edge.getAttribute('data-t')];
-      if (!source || !target || !source[3]) { return; }
-      var group = source[3];
-      var y1 = collapsed[group] ? top[group] + dims.header / 2 : source[1] + offset[group] + dims.nodeH / 2;
-      edge.setAttribute('d', edgePath(source[0] + source[2], y1, target[0], target[1] + dims.nodeH / 2));
+      var source = shownBox(edge.getAttribute('data-s')), target = shownBox(edge.getAttribute('data-t'));
+      if (!source || !target) { return; }
+      edge.setAttribute('d', edgePath(source[0] + source[2], source[1] + dims.nodeH / 2, target[0], target[1] + dims.nodeH / 2));
     });
-    var bottom = y;
     Object.keys(V.nodes).forEach(function (id) { if (!V.nodes[id][3]) { bottom = Math.max(bottom, V.nodes[id][1] + dims.nodeH + 16); } });
     var svg = $('#graph-svg');
     var box = svg.getAttribute('viewBox').split(' ');
     svg.setAttribute('viewBox', box[0] + ' ' + box[1] + ' ' + box[2] + ' ' + bottom);
     svg.setAttribute('height', String(bottom));
+    drawMinimap();
   }
   function setCollapsed(ids, value) {
     ids.forEach(function (id) { collapsed[id] = value; });
     relayoutGraph();
   }
+
+  // Minimap: the whole shown view drawn small beside the graph's scroll box (groups, edges, nodes in
+  // their heat colours, a selection's neighbourhood in the accent colour), the visible part framed;
+  // clicking or dragging on it scrolls there. A long graph's edges run screens apart; the minimap shows
+  // where they land. Its width is fixed and a graph taller than the box is squeezed vertically only, so
+  // the four columns stay apart. Drawn from the layout once the graph is first on screen, then on every change.
+  var MINIMAP_WIDTH = 120, minimap = null;
+  function drawMinimap() {
+    var canvas = $('#graph-minimap'), svg = $('#graph-svg'), wrap = $('.graph-wrap');
+    if (!minimap || !canvas || !svg) { return; }
+    var box = svg.viewBox.baseVal, dims = G.dims;
+    var scaleX = MINIMAP_WIDTH / box.width, scaleY = Math.min(scaleX, Math.max(wrap.clientHeight, 100) / box.height);
+    var width = MINIMAP_WIDTH, height = Math.max(1, Math.round(box.height * scaleY));
+    var ratio = window.devicePixelRatio || 1;
+    var base = document.createElement('canvas');
+    base.width = Math.round(width * ratio);
+    base.height = Math.round(height * ratio);
+    var context = base.getContext('2d');
+    context.scale(ratio * scaleX, ratio * scaleY);
+    var styles = getComputedStyle(document.documentElement), accent = styles.getPropertyValue('--accent').trim();
+    var focus = svg.classList.contains('focus'), drawn = 0;
+    context.fillStyle = '#eef1f6';
+    V.groups.forEach(function (group) {
+      context.fillRect(dims.opX - 4, groupTop[group[0]], dims.opW + 8, collapsed[group[0]] ? dims.header : group[2]);
+    });
+    edges().forEach(function (edge) {
+      var source = shownBox(edge.getAttribute('data-s')), target = shownBox(edge.getAttribute('data-t'));
+      if (!source || !target) { return; }
+      var lit = focus && edge.classList.contains('nb');
+      if (focus && !lit) { return; }
+      context.strokeStyle = lit ? accent : 'rgba(152,162,179,0.45)';
+      context.beginPath();
+      context.moveTo(source[0] + source[2], source[1] + dims.nodeH / 2);
+      context.lineTo(target[0], target[1] + dims.nodeH / 2);
+      context.save();
+      context.setTransform(1, 0, 0, 1, 0, 0);  // a one-pixel line whatever the squeeze
+      context.lineWidth = ratio;
+      context.stroke();
+      context.restore();
+    });
+    Object.keys(V.nodes).forEach(function (id) {
+      var shown = shownBox(id), node = graphNode(id);
+      if (!shown || shown[3] || !node) { return; }
+      var heat = /\bh(\d)\b/.exec($('rect.box', node).getAttribute('class') || '');
+      var level = heat ? Number(heat[1]) : 0;
+      context.fillStyle = focus ? (node.classList.contains('nb') ? accent : '#d5dae2')
+        : level >= 3 ? styles.getPropertyValue('--h' + level).trim() : '#c5ccd6';
+      context.fillRect(shown[0], shown[1], shown[2], Math.max(dims.nodeH, 1 / scaleY));
+      drawn++;
+    });
+    minimap = { base: base, scaleX: scaleX, scaleY: scaleY, width: width, height: height };
+    canvas.width = base.width;
+    canvas.height = base.height;
+    canvas.style.width = width + 'px';
+    canvas.style.height = height + 'px';
+    canvas.setAttribute('data-drawn', String(drawn));
+    canvas.setAttribute('data-scale', String(scaleY));
+    frameMinimap();
+  }
+  function frameMinimap() {
+    var canvas = $('#graph-minimap'), wrap = $('.graph-wrap');
+    if (!minimap || !minimap.base || !canvas) { return; }
+    var context = canvas.getContext('2d'), ratio = canvas.width / minimap.width;
+    var scaleX = minimap.scaleX * ratio, scaleY = minimap.scaleY * ratio;
+    context.setTransform(1, 0, 0, 1, 0, 0);
+    context.clearRect(0, 0, canvas.width, canvas.height);
+    context.drawImage(minimap.base, 0, 0);
+    var x = wrap.scrollLeft * scaleX, y = wrap.scrollTop * scaleY;
+    var w = Math.min(wrap.clientWidth * scaleX, canvas.width - x), hgt = wrap.clientHeight * scaleY;
+    context.fillStyle = 'rgba(37,99,235,0.12)';
+    context.fillRect(x, y, w, hgt);
+    context.strokeStyle = getComputedStyle(document.documentElement).getPropertyValue('--accent').trim();
+    context.lineWidth = 2 * ratio;
+    context.strokeRect(x + ratio, y + ratio, Math.max(w - 2 * ratio, 1), Math.max(hgt - 2 * ratio, 1));
+  }
+  function scrollFromMinimap(event) {
+    var canvas = $('#graph-minimap'), wrap = $('.graph-wrap');
+    if (!minimap || !minimap.base) { return; }
+    var bounds = canvas.getBoundingClientRect();
+    wrap.scrollTop = (event.clientY - bounds.top) / minimap.scaleY - wrap.clientHeight / 2;
+    wrap.scrollLeft = (event.clientX - bounds.left) / minimap.scaleX - wrap.clientWidth / 2;
+  }
+  (function startMinimap() {
+    var canvas = $('#graph-minimap'), wrap = $('.graph-wrap');
+    if (!canvas || !wrap || !V) { return; }
+    placeGroups();
+    var framing = false;
+    wrap.addEventListener('scroll', function () {
+      if (framing) { return; }
+      framing = true;
+      requestAnimationFrame(function () { framing = false; frameMinimap(); });
+    });
+    canvas.addEventListener('pointerdown', function (event) { canvas.setPointerCapture(event.pointerId); scrollFromMinimap(event); });
+    canvas.addEventListener('pointermove', function (event) { if (event.buttons) { scrollFromMinimap(event); } });
+    window.addEventListener('resize', function () { drawMinimap(); });
+    new IntersectionObserver(function (entries, observer) {
+      if (!entries.some(function (entry) { return entry.isIntersecting; })) { return; }
+      observer.disconnect();
+      minimap = {};
+      drawMinimap();
+    }).observe(wrap);
+  }());
 
   // Swap the hot subgraph and the full graph; the view not shown is kept aside, unrendered.
   var asideView = null;
@@ -367,6 +486,8 @@
     svg.replaceWith(next);
     graphNodes = null; graphEdges = null; collapsed = {};
     V = G.views[next.getAttribute('data-view')];
+    placeGroups();
+    drawMinimap();
     button.textContent = button.getAttribute(next.getAttribute('data-view') === 'full' ? 'data-hot' : 'data-full');
     $('#graph-info').textContent = next.getAttribute('data-note');
     var search = $('#graph-search');

@@ -28,7 +28,7 @@ from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
-from tracelink.report.layout import GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
+from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
 from tracelink.report.model import ReportModel, build_model, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
 from tracelink.report.summary import short_paths
@@ -718,7 +718,8 @@ def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], tem
     node = section(
         main, "graph", "Provenance graph",
         "Source ops (grouped by name scope, else file) → dispatch call sites → exports → executables. Click a node to highlight everything "
-        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer.",
+        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer (a fill that "
+        "CSE shares between layers is connected, not drawn). The minimap beside it shows the whole view; click or drag on it to scroll.",
     )
     tools = el(node, "div", class_="tools")
     el(tools, "input", type="search", id="graph-search", placeholder="search ops, call sites, executables…", aria_label="search the graph")
@@ -731,9 +732,11 @@ def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], tem
         el(tools, "button", type="button", id="graph-full", data_full=label, data_hot="show the hot subgraph", text=label)
     note = graph_note(model, hot or full, hot is not None)
     el(tools, "span", id="graph-info", class_="muted", text=note)
-    wrap = el(node, "div", class_="graph-wrap")
+    area = el(node, "div", class_="graph-area")
+    wrap = el(area, "div", class_="graph-wrap")
     wrap.append(graph_svg(hot or full, "hot" if hot is not None else "full"))
     wrap[-1].set("data-note", note)
+    el(area, "canvas", id="graph-minimap", role="img", aria_label="minimap of the graph: click or drag to scroll there")
     if hot is not None:
         full_svg = graph_svg(full, "full")
         full_svg.set("data-note", graph_note(model, full, False))
@@ -899,7 +902,8 @@ def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> dict:
         }
         for name, layout in layouts.items()
     }
-    graph = {"views": views, "succ": succ, "pred": pred, "dims": {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP}}
+    dims = {"top": TOP, "row": ROW, "nodeH": NODE_H, "header": GROUP_HEADER, "gap": GROUP_GAP, "opX": COLUMNS["source_op"][0], "opW": COLUMNS["source_op"][1]}
+    graph = {"views": views, "succ": succ, "pred": pred, "dims": dims}
     files = [{"id": f.id, "name": f.name, "path": f.path} for f in model.files]
     data = {"files": files, "lines": lines, "ops": ops, "cs": sites, "exe": executables, "graph": graph}
     if model.gains is not None:  # speedup, CI low, CI high (null when unknown), verdict

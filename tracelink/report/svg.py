@@ -123,7 +123,10 @@ def graph_svg(layout: GraphLayout, view: str) -> etree._Element:
     for kind, (x, w, title) in COLUMNS.items():
         el(root, "text", {"x": x, "y": 16, "class": "col-title"}, title)
     edges = el(root, "g", {"class": "edges"})
-    for source, target, role in layout.edges:
+    # A fill that CSE shares between layers feeds every dispatch of its shape from one layer's op: its
+    # edges say nothing about where the work is and would run screens long, so they are not drawn
+    # (they stay in the neighbourhoods: selecting the op still lights up those call sites).
+    for source, target, role in (edge for edge in layout.edges if edge[2] != "init"):
         a, b = layout.nodes[source], layout.nodes[target]
         path = edge_path(a.x + a.w, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2)
         el(edges, "path", {"d": path, "class": f"edge {role}".strip(), "data-s": source, "data-t": target})
