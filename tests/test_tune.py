@@ -577,6 +577,58 @@ def test_convnet_hottest_convolution_is_tuned_applied_and_verified(tmp_path):
     np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
 
 
+# A 1x1 stride-2 convolution whose filter is a splat constant, as in the downsampling branches of a
+# ResNet with folded weights: IREE folds the filter into the body and runs a strided sum over the input
+# channels, broadcast to every output channel (d0, which the input does not index). IREE vectorises it
+# along the innermost parallel loop (strided loads); a vector along d0 is one broadcast sum.
+SPLAT_FILTER_CONV = """
+func.func @forward(%x: tensor<1x64x56x56xf32>) -> tensor<1x128x28x28xf32> {
+  %w = arith.constant dense<0.01> : tensor<128x64x1x1xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x128x28x28xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x128x28x28xf32>) -> tensor<1x128x28x28xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x64x56x56xf32>, tensor<128x64x1x1xf32>) outs(%f : tensor<1x128x28x28xf32>) -> tensor<1x128x28x28xf32>
+  return %c : tensor<1x128x28x28xf32>
+}
+"""
+
+
+def test_a_reduction_generic_is_tuned_through_its_configured_executable(tmp_path):
+    program = tmp_path / "splat_conv.mlir"
+    program.write_text(SPLAT_FILTER_CONV)
+    reduction = load_dispatch(dumped_benchmark(program, tmp_path / "dump"))
+    assert reduction.kind == "reduction" and reduction.delivery == "configuration"
+    assert [(loop.role, loop.kind) for loop in reduction.loops] == [("p0", "parallel"), ("p1", "parallel"), ("p2", "parallel"), ("r", "reduction")]
+    # the loop IREE leaves scalar (vector tile 1) is a knob of the space
+    assert reduction.default_config["vector_common_parallel"][0] == 1
+    assert 16 in next(knob.values for knob in TileSpace(reduction).knobs if knob.name == "vector_p0")
+    base = tmp_path / "base"
+    run_profile(program, base, repetitions=10)
+    config = tmp_path / "small.toml"
+    config.write_text("[space]\ndistribution_p0 = [16]\ndistribution_p1 = [14]\ndistribution_p2 = [28]\n"
+                      "vector_p0 = [8, 16]\nvector_p1 = [1]\nvector_p2 = [1, 4]\n"
+                      "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nconfirm_top = 2\nconfirm_rounds = 6\n")
+    done = run_cli("tune", str(base), "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    summary = list(csv.DictReader((base / "tune" / "summary.csv").open()))
+    assert summary[0]["export"] == reduction.export and summary[0]["selected"] == "True", summary
+    chosen = config_fields(ir.Attribute.parse(summary[0]["configuration"], ir.Context()))
+    assert chosen["vector_common_parallel"][0] in (8, 16)
+    assert (base / "tune" / "configurations" / f"{reduction.executable}.mlir").is_file()
+    assert not (base / "tune" / "spec.mlir").exists()  # no spec matcher for a reduction: nothing to match
+    # the program compiled with the tuning runs the chosen config and computes what the profiled build computes
+    check = base / "tune" / "spec_check"
+    benchmark = next((check / "configured").glob("*_benchmark.mlir"))
+    compiled = [config_fields(op.attributes["lowering_config"])
+                for op in walk(ir.Module.parseFile(str(benchmark), ir.Context()).operation) if is_root(op)]
+    assert compiled == [chosen]
+    inputs = [np.load(path) for path in sorted((base / "artifacts" / "inputs").glob("input_*.npy"))]
+    outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").forward(*inputs).to_host()
+               for vmfb in (base / "artifacts" / "app.vmfb", check / "app.vmfb")]
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+
+
 # A weight computed from constants: with const-eval off, IREE hoists its matmul into an initializer
 # that runs once at load; the function's own matmul is the only run-time dispatch.
 HOISTED = """

@@ -276,7 +276,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--repetitions", type=int, default=10, help="iterations of each profile and timed run")
     parser.add_argument("--rounds", type=int, default=8, help="alternating rounds of each end-to-end comparison")
-    parser.add_argument("--top", type=int, default=3, help="dispatches tuned per program")
+    parser.add_argument("--top", type=int, default=6, help="dispatches tuned per program")
     parser.add_argument("--trials", type=int, default=16, help="trials per dispatch on average (allocated by expected gain)")
     parser.add_argument("--race-budget", type=int, default=24, help="trials of each tuner per seed in the live race")
     parser.add_argument("--race-seeds", type=int, default=3, help="seeds per tuner in the live race")

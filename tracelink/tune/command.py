@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelink import TracelinkError
 from tracelink.outdir import locked, refuse_foreign_file
 from tracelink.tune.diff import DEFAULT_ROUNDS
+
+if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning
+    from tracelink.tune.run import Outcome
 
 TUNER_NAMES = ("xgb", "random", "grid")
 
@@ -105,7 +109,7 @@ def run_tune(args: argparse.Namespace) -> int:
         else:
             line += (f"{_ms(o.default_ms)} -> {_ms(o.best_ms)} ms, {o.speedup:.2f}x (95% CI {o.ci_low:.2f}-{o.ci_high:.2f}); "
                      f"{o.trials} of {o.space_size} configs tried, {o.failed} failed; "
-                     f"{'in the spec' if o.selected else 'not in the spec'}")
+                     f"{'' if o.selected else 'not '}{_where_kept(o)}")
         out.print(line)
         if o.shared_with:
             others = o.shared_with.split(";")
@@ -167,6 +171,12 @@ def _print_flag_comparison(out, flags: dict) -> None:
         out.print(f"  {flags['applied']} of {flags['configs']} tuned config(s) applied with the flags")
     chosen = {"tuning+flags": "the tuning with the flags", "tuning": "the tuning alone", "flags": "the flags alone"}
     out.print(f"  verdict: {flags['verdict']} ({chosen[flags['verdict']]} is the better choice)")
+
+
+def _where_kept(outcome: Outcome) -> str:
+    """Where a kept config goes: the tuning spec, or the configured executables substituted at compile time."""
+    by_configuration = outcome.dispatch is not None and outcome.dispatch.delivery == "configuration"
+    return "in the configured executables" if by_configuration else "in the spec"
 
 
 def _ms(value: float) -> str:

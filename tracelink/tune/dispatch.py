@@ -40,7 +40,7 @@ class Loop:
     """One loop of the root op's iteration space."""
 
     index: int  # d<index> in the indexing maps
-    role: str  # knob suffix: m, n, k, b (contraction); batch, img0, oc, filter0, ic, depth (convolution)
+    role: str  # knob suffix: m, n, k, b (contraction); batch, img0, oc, filter0, ic, depth (convolution); p0, r (reduction)
     kind: str  # "parallel" or "reduction"
     size: int
 
@@ -81,7 +81,7 @@ class Dispatch:
     executable: str
     variant: str
     root_op: str  # e.g. linalg.matmul
-    kind: str  # "contraction" or "convolution"
+    kind: str  # "contraction", "convolution" or "reduction" (no spec matcher: delivered as a configuration)
     loops: list[Loop]
     indexing_maps: list[str]  # affine_map<...> of the root op (inputs then output)
     access: list[list[list[tuple[int, int]]]]  # operand -> result dim -> [(loop, coefficient)]
@@ -203,11 +203,25 @@ def indexing_maps(op: ir.Operation) -> list[ir.Attribute]:
     return list(linalg.get_indexing_maps(op))
 
 
+def reduction_loops(op: ir.Operation) -> list[int]:
+    """The loops of a linalg op its result does not index: the ones it reduces."""
+    maps = [ir.AffineMapAttr(item).value for item in indexing_maps(op)]
+    kept = {expr.position for expr in maps[-1].results if isinstance(expr, ir.AffineDimExpr)}
+    return [loop for loop in range(maps[-1].n_dims) if loop not in kept]
+
+
+def is_reduction(op: ir.Operation) -> bool:
+    """A ``linalg.generic`` that reduces and is neither a contraction nor a convolution: a sum, a norm, or
+    a convolution whose filter was a splat constant and folded into its body (a strided sum)."""
+    return (op.name == "linalg.generic" and not (linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op))
+            and bool(reduction_loops(op)))
+
+
 def is_root(op: ir.Operation) -> bool:
-    """A contraction or convolution carrying the workgroup (``distribution``) tiling of its dispatch."""
+    """A contraction, convolution or reduction carrying the workgroup (``distribution``) tiling of its dispatch."""
     if "lowering_config" not in op.attributes:
         return False
-    if not (linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)):
+    if not (linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op) or is_reduction(op)):
         return False
     return "distribution" in config_fields(op.attributes["lowering_config"])
 
@@ -286,7 +300,15 @@ def _roles(op: ir.Operation) -> tuple[str, dict[int, tuple[str, str]], dict[str,
         groups["strides"] = list(dims.strides)
         groups["dilations"] = list(dims.dilations)
         return "convolution", roles, groups
-    raise TracelinkError(f"root op {op.name} is neither a contraction nor a convolution")
+    if is_reduction(op):
+        reduced = reduction_loops(op)
+        loops = ir.AffineMapAttr(indexing_maps(op)[-1]).value.n_dims
+        groups = {"p": [loop for loop in range(loops) if loop not in reduced], "r": reduced}
+        groups_kind = {"p": "parallel", "r": "reduction"}
+        for base, members in groups.items():
+            name(base, members)
+        return "reduction", roles, groups
+    raise TracelinkError(f"root op {op.name} is neither a contraction, a convolution nor a reduction")
 
 
 def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatch:
@@ -333,7 +355,7 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
     if any(item is None for item in (export, executable, variant, bench_op, dispatch_func, device_symbol)):
         raise TracelinkError(f"{benchmark}: not a dispatch benchmark dump (no executable export or benchmark function)")
     if root is None:
-        raise TracelinkError(f"{export} has no tunable root op (matmul, batch_matmul, convolution or contraction generic)")
+        raise TracelinkError(f"{export} has no tunable root op (matmul, batch_matmul, convolution, contraction or reduction generic)")
     constants, ranges = benchmark_dispatch(bench_op)
     bindings = [_binding(op, constants, ranges, export) for op in subspans]
     kind, roles, match_dims = _roles(root)
@@ -362,6 +384,7 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
         constants=constants,
         match_dims=match_sizes,
         native_vector_bytes=native_vector_bytes,
+        delivery="configuration" if kind == "reduction" else "spec",  # tuning specs match contractions and convolutions only
     )
 
 

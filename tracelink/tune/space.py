@@ -3,7 +3,8 @@
 A configuration sets, per loop of the root op, a ``distribution`` tile (workgroup level), a vector
 tile for parallel loops (``vector_common_parallel``) and one for reduction loops (``vector_reduction``).
 Each tunable tile is a *knob* with a list of candidate values: the divisors of the loop size within a
-factor ``max_ratio`` of the compiler's default (or the user's list from the config). The space is every
+factor ``max_ratio`` of the compiler's default (or the user's list from the config); a reduction's
+parallel loops also get vector tiles where the default has none (up to two native vectors). The space is every
 combination that satisfies the constraints: vector tiles divide workgroup tiles, the accumulator tile
 fits the register file, the vector-level working set fits L1, the workgroup working set fits L2, and
 there are enough workgroups to keep every core busy.
@@ -160,12 +161,20 @@ class TileSpace:
                     raise TracelinkError(f"{name}: tile {max(values)} exceeds the loop size {loop.size}")
             elif default > (0 if field_name == "distribution" else 1) and loop.size > 1:
                 values = tuple(_divisors_near(loop.size, default, options.max_ratio))
+            elif dispatch.kind == "reduction" and field_name == "vector_common_parallel" and loop.size > 1:
+                # IREE vectorises a reduction along its innermost parallel loop only; another one can be
+                # far better (a loop the input does not index, where a vector is one broadcast sum)
+                values = tuple(d for d in range(1, loop.size + 1) if loop.size % d == 0 and d <= 2 * self._lanes())
             else:
                 continue
             if field_name not in dispatch.default_config:
                 raise TracelinkError(f"{dispatch.export}: the default config has no '{field_name}' to tune")
             knobs.append(Knob(name, field_name, loop_index, values))
         return knobs
+
+    def _lanes(self) -> int:
+        """Elements of the root op's result in one native vector of the target."""
+        return max(1, self.dispatch.native_vector_bytes // element_bytes(self.dispatch.operand_types[-1]))
 
     # -- queries --------------------------------------------------------------------------------
     def __len__(self) -> int:
