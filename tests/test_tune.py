@@ -116,12 +116,22 @@ def dumped_benchmark(program: Path, dump: Path) -> Path:
     return next(dump.glob("*_benchmark.mlir"))
 
 
+def root_configs(path: Path) -> list[dict]:
+    """The lowering configs of the root ops of one dumped executable."""
+    module = ir.Module.parseFile(str(path), ir.Context())
+    return [config_fields(op.attributes["lowering_config"]) for op in walk(module.operation) if is_root(op)]
+
+
 def configured_roots(dump: Path) -> list[dict]:
-    configs = []
-    for path in dump.glob("configured_*.mlir"):
-        module = ir.Module.parseFile(str(path), ir.Context())
-        configs += [config_fields(op.attributes["lowering_config"]) for op in walk(module.operation) if is_root(op)]
-    return configs
+    return [config for path in dump.glob("configured_*.mlir") for config in root_configs(path)]
+
+
+def assert_tuned_build_computes_the_same(base: Path, function: str) -> None:
+    """The program compiled with the tuning (``tune/spec_check``) gives the profiled build's outputs."""
+    inputs = [np.load(path) for path in sorted((base / "artifacts" / "inputs").glob("input_*.npy"))]
+    outputs = [getattr(rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task"), function)(*inputs).to_host()
+               for vmfb in (base / "artifacts" / "app.vmfb", base / "tune" / "spec_check" / "app.vmfb")]
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -564,17 +574,11 @@ def test_convnet_hottest_convolution_is_tuned_applied_and_verified(tmp_path):
         assert (base / "tune" / "configurations" / f"{executable}.mlir").is_file()
     assert "--iree-hal-substitute-executable-configurations-from=" in done.stdout
     # the program compiled with the tuning runs the chosen config (the dump written after substitution) ...
-    check = base / "tune" / "spec_check"
+    configured = base / "tune" / "spec_check" / "configured"
     for number in (1, 3):
-        benchmark = next((check / "configured").glob(f"*dispatch_{number}_*_benchmark.mlir"))
-        compiled = [config_fields(op.attributes["lowering_config"])
-                    for op in walk(ir.Module.parseFile(str(benchmark), ir.Context()).operation) if is_root(op)]
-        assert compiled == [chosen]
+        assert root_configs(next(configured.glob(f"*dispatch_{number}_*_benchmark.mlir"))) == [chosen]
     # ... and computes what the profiled build computes
-    inputs = [np.load(path) for path in sorted((base / "artifacts" / "inputs").glob("input_*.npy"))]
-    outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").convnet(*inputs).to_host()
-               for vmfb in (base / "artifacts" / "app.vmfb", check / "app.vmfb")]
-    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+    assert_tuned_build_computes_the_same(base, "convnet")
 
 
 # A 1x1 stride-2 convolution whose filter is a splat constant, as in the downsampling branches of a
@@ -618,15 +622,8 @@ def test_a_reduction_generic_is_tuned_through_its_configured_executable(tmp_path
     assert (base / "tune" / "configurations" / f"{reduction.executable}.mlir").is_file()
     assert not (base / "tune" / "spec.mlir").exists()  # no spec matcher for a reduction: nothing to match
     # the program compiled with the tuning runs the chosen config and computes what the profiled build computes
-    check = base / "tune" / "spec_check"
-    benchmark = next((check / "configured").glob("*_benchmark.mlir"))
-    compiled = [config_fields(op.attributes["lowering_config"])
-                for op in walk(ir.Module.parseFile(str(benchmark), ir.Context()).operation) if is_root(op)]
-    assert compiled == [chosen]
-    inputs = [np.load(path) for path in sorted((base / "artifacts" / "inputs").glob("input_*.npy"))]
-    outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").forward(*inputs).to_host()
-               for vmfb in (base / "artifacts" / "app.vmfb", check / "app.vmfb")]
-    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+    assert root_configs(next((base / "tune" / "spec_check" / "configured").glob("*_benchmark.mlir"))) == [chosen]
+    assert_tuned_build_computes_the_same(base, "forward")
 
 
 # A weight computed from constants: with const-eval off, IREE hoists its matmul into an initializer
