@@ -7,6 +7,7 @@ spec that forces a poor tile config, so tuning has a real, large gain to find wi
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import signal
 import subprocess
@@ -688,6 +689,10 @@ def test_trials_of_earlier_dispatches_plan_the_first_batch_of_the_next(work, tmp
     first = tuner.next_batch(4)
     assert np.mean(workgroups[first]) > np.median(workgroups)
     assert History(tmp_path / "none.npy").model(space) is None  # no history: random first batch
+    # a space of one point (every knob given one value) has no neighbours to anneal over: its point is the plan
+    single = TileSpace(work["dispatch"], SpaceOptions(values={"distribution_m": [64], "distribution_n": [64], "vector_m": [8],
+                                                              "vector_n": [16], "vector_k": [4]}))
+    assert list(make_tuner("xgb", single, plan_size=4, prior=history.model(single)).next_batch(4)) == [0]
 
 
 def test_scheduler_follows_share_and_recent_improvement():
@@ -764,3 +769,28 @@ def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag
     else:
         assert document["spec"] == str(spec) and spec.is_file()
         assert all(f"--compile-flag={f}" in done.stderr for f in flags["flags"]) == (flags["verdict"] == "tuning+flags")
+
+
+def test_when_nothing_is_tuned_the_flag_baselines_are_timed_and_reported(tmp_path):
+    # Scalar vector tiles only: no candidate can beat IREE's default config of the 512^3 matmuls, so no
+    # config is kept; tune still times the flag baselines against the profiled build and says what they do.
+    base = tmp_path / "base"
+    run_profile(EXAMPLES / "matmul_heavy.mlir", base, repetitions=5)
+    config = tmp_path / "scalar.toml"
+    config.write_text("[space]\ndistribution_m = [32]\ndistribution_n = [32]\nvector_m = [1]\nvector_n = [1]\nvector_k = [1]\n"
+                      "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nvalidate_rounds = 0\n")
+    done = run_cli("tune", str(base), "--trials", "2", "--rounds", "4", "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    document = validated(done.stdout)
+    assert document["spec"] is None and not any(d["selected"] for d in document["dispatches"])
+    whole = document["whole_program"]
+    assert whole["tuned"] is False and set(whole["baselines"]) == {"ukernels", "data-tiling", "ukernels+data-tiling"}
+    assert "IREE's flag baselines against the profiled build" in done.stderr
+    for name, baseline in whole["baselines"].items():
+        assert baseline["rounds"] == 4 and 0 < baseline["ci_low"] <= baseline["speedup"] <= baseline["ci_high"]
+        assert f"flag baseline {name}: {baseline['verdict']}" in done.stderr
+    # the advice follows the rounds' own numbers: the fastest baseline whose interval lies above 1, if any
+    faster = {name: b["speedup"] for name, b in whole["baselines"].items() if b["ci_low"] > 1}
+    assert whole["best"] == (max(faster, key=faster.get) if faster else None)
+    assert ("use it: tracelink profile" in done.stderr) == bool(faster)
+    assert json.loads((base / "tune" / "program_check.json").read_text()) == whole

@@ -120,18 +120,27 @@ def run_tune(args: argparse.Namespace) -> int:
         if o.note:
             out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
-    if check is not None:
+    program = profile.manifest.get("input", "<program>")
+    if check is not None and check["tuned"]:
         out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
-        for name, baseline in check["baselines"].items():
-            out.print(f"  flag baseline {name}: {baseline['verdict']}, {baseline['speedup']:.2f}x "
-                      f"(95% CI {_interval(baseline) or 'none'})")
+        _print_baselines(out, check["baselines"])
         if check["flags"]:
             _print_flag_comparison(out, check["flags"])
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
-    program = profile.manifest.get("input", "<program>")
-    if tuning is None and check is not None and check["flags"] and check["flags"]["verdict"] == "flags":
+    if check is not None and not check["tuned"]:  # nothing was kept: what the flag baselines alone do
+        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials}); "
+                  "IREE's flag baselines against the profiled build:", markup=False, soft_wrap=True)
+        _print_baselines(out, check["baselines"])
+        warning = next((b["load_warning"] for b in check["baselines"].values() if b["load_warning"]), None)
+        if warning:
+            out.print(f"warning: {warning}")
+        if check["best"]:
+            flags = " ".join(f"--compile-flag={flag}" for flag in check["best_flags"])
+            out.print(f"the flag baseline {check['best']} is faster; use it: tracelink profile {program} {flags}",
+                      markup=False, soft_wrap=True)
+    elif tuning is None and check is not None and check["flags"] and check["flags"]["verdict"] == "flags":
         flags = " ".join(f"--compile-flag={flag}" for flag in check["flags"]["flags"])
         out.print(f"the flag baseline {check['flags']['baseline']} is the better choice; no spec written (trials: "
                   f"{trials})", markup=False, soft_wrap=True)
@@ -154,6 +163,13 @@ def run_tune(args: argparse.Namespace) -> int:
 
         print(dump(tune_document(outcomes, tuning.spec if tuning else None, check, trials)))
     return 0
+
+
+def _print_baselines(out, baselines: dict) -> None:
+    """Each flag baseline's end-to-end speedup over the profiled build."""
+    for name, baseline in baselines.items():
+        out.print(f"  flag baseline {name}: {baseline['verdict']}, {baseline['speedup']:.2f}x "
+                  f"(95% CI {_interval(baseline) or 'none'})")
 
 
 def _print_flag_comparison(out, flags: dict) -> None:

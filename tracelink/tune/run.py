@@ -498,7 +498,8 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
                  spec_path: Path | None, console: Console) -> tuple[list[Outcome], Tuning | None, dict | None]:
     """Tune the profile's hottest tunable dispatches.
 
-    Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run)."""
+    Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run;
+    when no config was kept, the flag baselines alone, see :func:`baselines_alone`)."""
     manifest = profile.manifest
     targets, tunable, skipped, tunable_share = select_targets(profile.exports, profile.call_sites, profile.artifacts, config.select.top, dispatch_name)
     for target in skipped:
@@ -541,7 +542,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         raise TracelinkError(notes)
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     if not choices:
-        return outcomes, None, None
+        return outcomes, None, baselines_alone(profile, workdir, config, console)
     for choice in shared_choices(choices, tunable):
         choices.append(choice)
         owner = next(o for o in outcomes if o.dispatch is choice.owner)
@@ -565,14 +566,14 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
     if not kept:
         tuning.remove()
-        return outcomes, None, None
+        return outcomes, None, baselines_alone(profile, workdir, config, console)
     dropped = False
     if config.select.validate_rounds >= 2:
         validated = validate_in_program(profile, kept, outcomes, workdir, config, console, vmfb)
         pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
         if not validated:
             tuning.remove()
-            return outcomes, None, None
+            return outcomes, None, baselines_alone(profile, workdir, config, console)
         dropped = len(validated) < len(kept)
         kept = validated
     if missed or dropped:
@@ -582,7 +583,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         return outcomes, deliver(tuning, output), None
     baselines = build_baselines(profile, workdir / "baselines", timeout) if config.select.baselines else {}
     checks = check_in_program(profile, {"tuned": vmfb, **baselines}, config.select.program_rounds, console)
-    check = {**checks.pop("tuned"), "baselines": checks, "flags": None}
+    check = {**checks.pop("tuned"), "tuned": True, "baselines": checks, "flags": None}
     best = best_baseline(checks)
     if check["ci_low"] > 1 and best is not None:
         check["flags"] = compare_with_flags(profile, tuning, kept, vmfb, best, baselines[best], workdir, config, console)
@@ -594,6 +595,22 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         return outcomes, deliver(tuning, output), check
     tuning.remove()  # a tuning that does not speed the whole program up is not handed to the user
     return outcomes, None, check
+
+
+def baselines_alone(profile: Profile, workdir: Path, config: TuneConfig, console: Console) -> dict | None:
+    """When no config was kept: IREE's flag baselines timed against the profiled build, so that `tune` can
+    say when a whole-program option does what tile configs could not (``best``: the fastest baseline whose
+    95 % interval lies above 1, else None). None when the whole-program check or the baselines are off."""
+    if config.select.program_rounds < 2 or not config.select.baselines or not profile.manifest.get("input"):
+        return None
+    baselines = build_baselines(profile, workdir / "baselines", config.measure.compile_timeout_seconds)
+    if not baselines:
+        return None
+    checks = check_in_program(profile, baselines, config.select.program_rounds, console)
+    best = best_baseline(checks)
+    check = {"tuned": False, "baselines": checks, "best": best, "best_flags": FLAG_BASELINES[best] if best else None}
+    (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
+    return check
 
 
 def deliver(tuning: Tuning, output: Path | None) -> Tuning:

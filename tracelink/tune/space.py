@@ -289,6 +289,8 @@ class TileSpace:
         """One random neighbour of each point (the point itself when it has none)."""
         offsets, targets = self.neighbor_table()
         indices = np.asarray(indices, dtype=np.int64)
+        if len(targets) == 0:  # a space of one point, or of points no single knob change connects
+            return indices
         counts = offsets[indices + 1] - offsets[indices]
         picks = offsets[indices] + (rng.random(len(indices)) * np.maximum(counts, 1)).astype(np.int64)
         return np.where(counts > 0, targets[np.minimum(picks, len(targets) - 1)], indices)
