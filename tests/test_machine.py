@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tracelink.aggregate.machine import machine_peaks, measure_machine
+from tracelink.aggregate.machine import machine_peaks, measure_machine, peaks_key
 from tracelink.tune.peak import cpu_model
 from tracelink.tune.space import machine_cores
 
@@ -24,7 +24,7 @@ def test_peaks_are_cached_with_the_cpu_model(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     machine = machine_peaks()
     cached = json.loads((tmp_path / "tracelink" / "machine.json").read_text())
-    entry = cached[f"{cpu_model()}|{machine.workers} workers"]
+    entry = cached[peaks_key(machine.workers)]
     assert entry["cpu"] == machine.cpu == cpu_model()
     assert machine.peak_gflops == pytest.approx(entry["matmul_gflops_per_core"] * machine.workers)
     assert machine.peak_gbps == entry["bandwidth_gbps"]

@@ -10,8 +10,9 @@ model and worker count, and cached in ``~/.cache/tracelink/machine.json`` (with 
   array at the same time (source and target together larger than any cache), counting the bytes read and
   written; numpy releases the GIL while copying, so the threads run on all cores at once.
 
-Both time by the measuring thread's CPU time (time the machine gives to other processes does not
-count) and keep the best (compute) or the 90th percentile (bandwidth) of many tries, so they stay
+The compute peak times by the measuring thread's CPU time (time the machine gives to other processes
+does not count) and keeps the best of many tries; the bandwidth times each round in wall time (a paused
+worker only makes its round longer) and keeps the 90th percentile of the rounds' rates. Both stay
 stable on a machine that other processes load.
 """
 
@@ -101,12 +102,14 @@ def matmul_gflops_per_core(workers: int) -> float:
 
 def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
     """GB/s of ``workers`` threads each copying its own 32 MiB float32 array at once (bytes read plus
-    written): the 90th percentile of ``rounds`` rounds.
+    written), from the 10th percentile of the rounds' durations.
 
-    A round lasts as long as its slowest copy by that thread's CPU time, so a copy the scheduler
-    paused to run another process is not counted as slow. Not the best round: on a 2-core VM the best
-    round of two measurements differed by up to 25 % (likely rounds where one thread was paused and the
-    other had the memory bus alone), while the 90th percentile stayed within ~6 %.
+    A round lasts from the first copy's start to the last copy's end in wall time. A thread the
+    scheduler pauses only makes its round longer (the copies then run one after the other, not
+    together), so the fastest rounds are the ones where all workers shared the memory bus, and a
+    low percentile of the durations is their bandwidth. (Timing each copy by its own thread's CPU time
+    instead counted such serialised rounds as fast: each copy had the bus alone, and two
+    measurements on a busy 2-core VM differed by 1.8×.)
     """
     sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
     targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
@@ -115,13 +118,14 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
         for _ in range(rounds):
             start_together = threading.Barrier(workers)
 
-            def copy(worker: int, barrier: threading.Barrier = start_together) -> float:
+            def copy(worker: int, barrier: threading.Barrier = start_together) -> tuple[float, float]:
                 barrier.wait()
-                started = time.thread_time()
+                started = time.perf_counter()
                 np.copyto(targets[worker], sources[worker])
-                return time.thread_time() - started
+                return started, time.perf_counter()
 
-            round_seconds.append(max(pool.map(copy, range(workers))))
+            spans = list(pool.map(copy, range(workers)))
+            round_seconds.append(max(end for _, end in spans) - min(start for start, _ in spans))
             time.sleep(ROUND_PAUSE_S)
     return 2 * STREAM_BYTES_PER_WORKER * workers / float(np.percentile(round_seconds, 10)) / 1e9
 
@@ -131,10 +135,19 @@ def measure_machine(workers: int) -> dict:
     return {"cpu": cpu_model(), "workers": workers, "matmul_gflops_per_core": matmul_gflops_per_core(workers), "bandwidth_gbps": stream_bandwidth(workers)}
 
 
+# Part of the cache key: peaks measured by an earlier method (bandwidth by CPU time) are measured again.
+PEAKS_METHOD = "bandwidth in wall-time rounds"
+
+
+def peaks_key(workers: int) -> str:
+    """The cache entry of this machine's peaks: CPU model, worker count and how they were measured."""
+    return f"{cpu_model()}|{workers} workers|{PEAKS_METHOD}"
+
+
 def machine_peaks() -> Machine:
     """This machine's peaks: cached per CPU model and worker count, measured on first use (a few seconds)."""
     workers = machine_cores()
-    key = f"{cpu_model()}|{workers} workers"
+    key = peaks_key(workers)
     path = cache_path().with_name("machine.json")
     cached = json.loads(path.read_text()) if path.is_file() else {}
     if key not in cached:
