@@ -111,7 +111,8 @@ def readings(profiles):
     context = ir.Context()
     context.allow_unregistered_dialects = True
     return {
-        name: (InputReading(PROGRAMS[name], context), PhaseReading(profile.directory / "artifacts" / "phases", context))
+        # the path the profile compiled (resolved: a symlinked checkout names the file as IREE saw it)
+        name: (InputReading(PROGRAMS[name].resolve(), context), PhaseReading(profile.directory / "artifacts" / "phases", context))
         for name, profile in profiles.items()
     }
 
