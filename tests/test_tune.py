@@ -36,7 +36,7 @@ from tracelink.tune.diff import diff_profiles
 from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.rounds import NOT_SIGNIFICANT
-from tracelink.tune.run import Outcome, select_targets, validate_in_program
+from tracelink.tune.run import FLAG_BASELINES, Outcome, composable_with, select_targets, validate_in_program
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task
 from tracelink.tune.space import SpaceOptions, TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning
@@ -794,3 +794,27 @@ def test_when_nothing_is_tuned_the_flag_baselines_are_timed_and_reported(tmp_pat
     assert whole["best"] == (max(faster, key=faster.get) if faster else None)
     assert ("use it: tracelink profile" in done.stderr) == bool(faster)
     assert json.loads((base / "tune" / "program_check.json").read_text()) == whole
+
+
+def test_data_tiling_composes_with_a_tuned_reduction_not_with_a_tuned_contraction(work, tmp_path):
+    # Data tiling rewrites the matmul into an mmt4d op after the spec matched it: the matmul's config
+    # cannot apply and the compile fails. The reduction's configured executable composes with the flag.
+    flags = FLAG_BASELINES["data-tiling"]
+    profile = load_profile(work["base"])
+    base_flags = profile.manifest["compiler"]["flags"]
+    matmul = Choice(work["dispatch"], work["dispatch"].default_config)
+    with pytest.raises(TracelinkError, match="does not compile"):
+        check_applied(work["program"], [*base_flags, *flags], write_tuning([matmul], tmp_path / "matmul"), [matmul],
+                      tmp_path / "matmul_build", 300)
+    program = tmp_path / "splat_conv.mlir"
+    program.write_text(SPLAT_FILTER_CONV)
+    reduction = load_dispatch(dumped_benchmark(program, tmp_path / "dump"))
+    fields = {name: list(values) for name, values in reduction.default_config.items()}
+    fields["vector_common_parallel"][0] = 16
+    summed = Choice(reduction, fields)
+    missed, _ = check_applied(program, [*TARGET, *flags], write_tuning([summed], tmp_path / "reduction"), [summed],
+                              tmp_path / "reduction_build", 300)
+    assert missed == []
+    # so the composition with data tiling takes the reduction and leaves the contraction to the flag
+    assert composable_with([matmul, summed], flags) == [summed]
+    assert composable_with([matmul, summed], FLAG_BASELINES["ukernels"]) == [matmul, summed]

@@ -179,12 +179,14 @@ def _print_flag_comparison(out, flags: dict) -> None:
     for build in ("tuning+flags", "tuning"):
         row = flags[build]
         if row is None:
-            out.print(f"  {build}: not built ({flags['note']})", markup=False)
+            out.print(f"  {build}: not built ({flags['note'] or 'no tuned config composes with the flags'})", markup=False)
         else:
             out.print(f"  {build}: {row['verdict']}, {row['speedup']:.2f}x (95% CI {_interval(row) or 'none'}, "
                       f"{row['rounds']} alternating rounds)", markup=False)
     if flags["tuning+flags"] is not None:
-        out.print(f"  {flags['applied']} of {flags['configs']} tuned config(s) applied with the flags")
+        left = f" ({flags['note']})" if flags["note"] else ""
+        out.print(f"  {flags['applied']} of {flags['composed']} composed config(s) applied with the flags, of "
+                  f"{flags['configs']} tuned{left}", markup=False)
     chosen = {"tuning+flags": "the tuning with the flags", "tuning": "the tuning alone", "flags": "the flags alone"}
     out.print(f"  verdict: {flags['verdict']} ({chosen[flags['verdict']]} is the better choice)")
 

@@ -397,31 +397,47 @@ def best_baseline(baselines: dict[str, dict]) -> str | None:
     return max(faster, key=lambda name: faster[name]["speedup"]) if faster else None
 
 
+def composable_with(choices: list[Choice], flags: list[str]) -> list[Choice]:
+    """The choices that can apply together with ``flags``. Data tiling turns contractions into ``mmt4d``
+    ops after the tuning matched them, so a config tuned for the matmul would land on an op of another
+    shape (IREE 3.13 then fails to build the dispatch's pass pipeline); those are left to the flags."""
+    if "--iree-opt-data-tiling" not in flags:
+        return choices
+    return [choice for choice in choices if choice.dispatch.kind != "contraction"]
+
+
 def compare_with_flags(profile: Profile, tuning: Tuning, choices: list[Choice], tuned: Path, name: str,
-                       flags_build: Path, workdir: Path, config: TuneConfig, console: Console) -> dict:
+                       flags_build: Path, workdir: Path, config: TuneConfig, console: Console) -> tuple[dict, Tuning | None]:
     """The tuning against the flag baseline ``name``, which beat the profiled build: the program with
     the tuning and the flags, and with the tuning alone, each timed against the flags alone in
     alternating rounds. The verdict is the faster of the two when its 95 % interval over the flags
     lies above 1 (``tuning+flags`` or ``tuning``), else ``flags``: the flags are the better choice.
 
-    Data tiling rewrites matmuls into other ops, so a config tuned on the default build may not apply
-    with the flags at all; ``applied`` says how many of the configs did."""
+    With data tiling, the tuned contractions are left out of the composition (:func:`composable_with`);
+    ``composed`` says how many configs went in, ``applied`` how many of those applied. Returns the
+    comparison and the tuning that was composed with the flags (None: no composition was built)."""
     program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
     extra = FLAG_BASELINES[name]
     builds = {"tuning": tuned}
-    applied, note = 0, ""
-    try:
-        missed, composed = check_applied(program, [*flags, *extra], tuning, choices, workdir / "composed",
-                                         config.measure.compile_timeout_seconds)
-        builds["tuning+flags"] = composed
-        applied = len(choices) - len(missed)
-    except TracelinkError as error:  # the tuning cannot be built with these flags: only the tuning alone competes
-        note = one_line(error)
+    composable = composable_with(choices, extra)
+    notes = [f"{len(choices) - len(composable)} tuned contraction(s) left to data tiling"] if len(composable) < len(choices) else []
+    applied, composed_tuning = 0, None
+    if composable:
+        try:
+            composed_tuning = tuning if len(composable) == len(choices) else write_tuning(composable, workdir / "composed_tuning")
+            missed, composed = check_applied(program, [*flags, *extra], composed_tuning, composable, workdir / "composed",
+                                             config.measure.compile_timeout_seconds)
+            builds["tuning+flags"] = composed
+            applied = len(composable) - len(missed)
+        except TracelinkError as error:  # the tuning cannot be built with these flags: only the tuning alone competes
+            notes.append(one_line(error))
+            composed_tuning = None
     checks = check_in_program(profile, builds, config.select.program_rounds, console, base=flags_build)
     winners = {build: check for build, check in checks.items() if check["ci_low"] > 1}
     verdict = max(winners, key=lambda build: winners[build]["speedup"]) if winners else "flags"
-    return {"baseline": name, "flags": extra, "applied": applied, "configs": len(choices), "note": note,
-            "tuning+flags": checks.get("tuning+flags"), "tuning": checks["tuning"], "verdict": verdict}
+    comparison = {"baseline": name, "flags": extra, "composed": len(composable), "applied": applied, "configs": len(choices),
+                  "note": "; ".join(notes), "tuning+flags": checks.get("tuning+flags"), "tuning": checks["tuning"], "verdict": verdict}
+    return comparison, composed_tuning
 
 
 def dispatch_median(profile: Profile, exports: set[str]) -> float:
@@ -585,13 +601,16 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     checks = check_in_program(profile, {"tuned": vmfb, **baselines}, config.select.program_rounds, console)
     check = {**checks.pop("tuned"), "tuned": True, "baselines": checks, "flags": None}
     best = best_baseline(checks)
+    composed: Tuning | None = None
     if check["ci_low"] > 1 and best is not None:
-        check["flags"] = compare_with_flags(profile, tuning, kept, vmfb, best, baselines[best], workdir, config, console)
+        check["flags"], composed = compare_with_flags(profile, tuning, kept, vmfb, best, baselines[best], workdir, config, console)
     (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
     verdict = check["flags"]["verdict"] if check["flags"] else "tuning"
     if check["ci_low"] > 1 and verdict != "flags":
         if verdict == "tuning+flags":  # handed over with the flags it was checked with
-            tuning = Tuning(tuning.spec, tuning.configurations, check["flags"]["flags"])
+            if composed is not tuning:  # only part of the tuning composes with the flags: hand over that part
+                tuning.remove()
+            tuning = Tuning(composed.spec, composed.configurations, check["flags"]["flags"])
         return outcomes, deliver(tuning, output), check
     tuning.remove()  # a tuning that does not speed the whole program up is not handed to the user
     return outcomes, None, check
