@@ -605,6 +605,9 @@ def test_a_reduction_generic_is_tuned_through_its_configured_executable(tmp_path
     reduction = load_dispatch(dumped_benchmark(program, tmp_path / "dump"))
     assert reduction.kind == "reduction" and reduction.delivery == "configuration"
     assert [(loop.role, loop.kind) for loop in reduction.loops] == [("p0", "parallel"), ("p1", "parallel"), ("p2", "parallel"), ("r", "reduction")]
+    # one sum per point of the input, broadcast to the 128 output channels: FLOPs (and the above-peak
+    # bound a candidate is checked against) count the sum once
+    assert reduction.flops == 2 * 28 * 28 * 64
     # the loop IREE leaves scalar (vector tile 1) is a knob of the space
     assert reduction.default_config["vector_common_parallel"][0] == 1
     assert 16 in next(knob.values for knob in TileSpace(reduction).knobs if knob.name == "vector_p0")

@@ -1,11 +1,12 @@
 """Cost model, roofline verdicts and the report views built on them, on one real program.
 
-``tests/data/costs.mlir`` has seven independent dispatches whose FLOPs and compulsory bytes are worked
+``tests/data/costs.mlir`` has eight independent dispatches whose FLOPs and compulsory bytes are worked
 out by hand below: a matmul, a batch matmul, a convolution, an elementwise chain (multiply, add, exp),
 a sum of 4 Mi floats into one scalar, which IREE runs as a single workgroup (parallelism-bound on a
-machine with several workers), a softmax (an op without a body: its FLOPs come from a table) and an
+machine with several workers), a softmax (an op without a body: its FLOPs come from a table), an
 attention op in the form torch's scaled_dot_product_attention takes in IREE (two contractions around a
-softmax, not one loop nest). It is compiled and run for real, once per module.
+softmax, not one loop nest) and a convolution with a splat filter, which IREE turns into one strided sum
+broadcast to every output channel (counted once, not per channel). It is compiled and run for real, once per module.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ EXPECTED = {
     # attention, batch 2, M 64, K1 32, K2 48, N 16: per score (2×64×48) a multiply-add per K1 (Q·Kᵀ),
     # scale, max, subtract, exp and sum, and a multiply-add per N (P·V); one divide per output; reads Q, K, V
     37: (2 * 64 * 48 * (2 * 32 + 5 + 2 * 16) + 2 * 64 * 16, F32 * (2 * 64 * 32 + 2 * 48 * 32 + 2 * 48 * 16 + 2 * 64 * 16)),
+    # 1x1 stride-2 convolution with a splat filter: IREE folds the filter into a strided sum over the 64
+    # input channels, the same for all 128 output channels: a multiply and an add per distinct point
+    # (28 x 28 x 64), not per output channel; reads the input (all of it), writes the output
+    45: (2 * 28 * 28 * 64, F32 * (64 * 56 * 56 + 128 * 28 * 28)),
 }
 
 
@@ -101,8 +106,8 @@ def test_roofline_flame_graph_and_kind_table_in_the_browser(browser, costs, cost
     assert shown == [str(site_at(costs, 8)["call_site"])]
     width = opened.eval("Number(document.querySelector('#flame-svg g.fr.leaf[data-cs=\"%d\"] rect').getAttribute('width'))" % site_at(costs, 8)["call_site"])
     assert width > 1000  # the zoomed frame spans the whole width
-    # seven independent dispatches of seven kinds
-    assert opened.eval("document.querySelectorAll('#kind-table tbody tr').length") == 7
+    # eight independent dispatches of eight kinds
+    assert opened.eval("document.querySelectorAll('#kind-table tbody tr').length") == 8
     assert opened.eval("document.querySelectorAll('#glossary dt').length") >= 6
     OUTPUT.mkdir(exist_ok=True)
     opened.page.locator("#dispatches").screenshot(path=str(OUTPUT / "roofline.png"))

@@ -1,7 +1,7 @@
 func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x32x64xf32>, %bb: tensor<4x64x16xf32>,
                 %img: tensor<1x18x18x8xf32>, %flt: tensor<3x3x8x16xf32>, %x: tensor<64x128xf32>, %y: tensor<64x128xf32>,
-                %big: tensor<4194304xf32>, %sm: tensor<32x100xf32>, %aq: tensor<2x64x32xf32>, %ak: tensor<2x48x32xf32>, %av: tensor<2x48x16xf32>)
-    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>) {
+                %big: tensor<4194304xf32>, %sm: tensor<32x100xf32>, %aq: tensor<2x64x32xf32>, %ak: tensor<2x48x32xf32>, %av: tensor<2x48x16xf32>, %ds: tensor<1x64x56x56xf32>)
+    -> (tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>, tensor<1x128x28x28xf32>) {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<64x256xf32>
   %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64x256xf32>) -> tensor<64x256xf32>
@@ -39,5 +39,10 @@ func.func @main(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %ba: tensor<4x3
     ^bb0(%score: f32):
       iree_linalg_ext.yield %score : f32
     } -> tensor<2x64x16xf32>
-  return %mm, %bmm, %conv, %exp, %sum, %soft, %att : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>
+  %dw = arith.constant dense<0.01> : tensor<128x64x1x1xf32>
+  %e7 = tensor.empty() : tensor<1x128x28x28xf32>
+  %f7 = linalg.fill ins(%zero : f32) outs(%e7 : tensor<1x128x28x28xf32>) -> tensor<1x128x28x28xf32>
+  %down = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%ds, %dw : tensor<1x64x56x56xf32>, tensor<128x64x1x1xf32>) outs(%f7 : tensor<1x128x28x28xf32>) -> tensor<1x128x28x28xf32>
+  return %mm, %bmm, %conv, %exp, %sum, %soft, %att, %down : tensor<64x256xf32>, tensor<4x32x16xf32>, tensor<1x16x16x16xf32>, tensor<64x128xf32>, tensor<f32>, tensor<32x100xf32>, tensor<2x64x16xf32>, tensor<1x128x28x28xf32>
 }

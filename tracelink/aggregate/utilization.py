@@ -10,7 +10,8 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
 4. *compute-bound*: otherwise.
 
 A compute- or memory-bound dispatch below 10 % of its roof is far from the machine's limit; its next
-step says so (the code, not the hardware, is what to improve).
+step says so (the code, not the hardware, is what to improve: a memory-bound one is then pointed at its
+tile sizes, not at fusion).
 
 Each verdict comes with the one next step that fits it (:data:`NEXT_STEPS`). Source ops and source
 lines get FLOPs, bytes and time credited the way time is (each call site's attribution fractions; a
@@ -60,9 +61,10 @@ def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, 
     step = NEXT_STEPS[f"{name} contraction" if contraction else name]
     if name in ("compute-bound", "memory-bound"):
         share = flops / median_ns / machine.peak_gflops if name == "compute-bound" else moved / median_ns / machine.peak_gbps
-        if share < FAR_BELOW_PEAK:
+        if share < FAR_BELOW_PEAK:  # the code, not the roof: a memory-bound one too is a matter of tiles
             roof = "compute" if name == "compute-bound" else "bandwidth"
-            step = f"{step.split(':')[0]}: it runs at {share:.1%} of the {roof} peak, far from the machine's limit"
+            first = step.split(":")[0] if name == "compute-bound" else NEXT_STEPS["compute-bound"].split(":")[0]
+            step = f"{first}: it runs at {share:.1%} of the {roof} peak, far from the machine's limit"
     return name, step
 
 

@@ -16,8 +16,8 @@ of a linalg op comes from its indexing maps (named ops included: convolutions co
 loops); attention (two contractions around a softmax) counts the multiply-adds of both; for other ops
 with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's element count.
 
-The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space ×
-its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
+The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space
+without the loops none of its inputs index (there the result is one value broadcast) × its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
 casts and constants 0; fills and data movement 0); bytes are the compulsory traffic, every tensor the
 region reads (its operands) and writes (its results) once. Dynamic sizes count as 1 and make the
 cost inexact.
@@ -139,15 +139,40 @@ def body_ops(op: ir.Operation) -> list[ir.Operation]:
     return [child for child in walk(op) if not child.name.endswith("yield")]
 
 
+def expr_dims(expr: ir.AffineExpr) -> set[int]:
+    """The loops an indexing expression reads: ``d1 * 2 + d4`` → {1, 4}."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return {expr.position}
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return expr_dims(expr.lhs) | expr_dims(expr.rhs)
+    return set()
+
+
+def broadcast_loops(op: ir.Operation) -> set[int]:
+    """Loops along which an op computes the same value again: those none of its inputs index, in an op
+    whose body does not read its own indices (``linalg.index``). A convolution whose splat filter IREE
+    folded into the body reads the input without the output-channel loop: every channel is one sum."""
+    maps = indexing_maps(op)
+    inputs = len(op.operands) - len(op.results)
+    if maps is None or not op.results or any(child.name == "linalg.index" for child in walk(op)):
+        return set()
+    read = {dim for affine_map in maps[:inputs] for expr in affine_map.results for dim in expr_dims(expr)}
+    return set(range(maps[-1].n_dims)) - read
+
+
 def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation]) -> float:
-    """FLOPs of one structured op: its iteration space × its body's arithmetic per point; for ops with no
-    body the scalar ops they stand for (``linalg.softmax``), and for attention its two contractions
-    (2 FLOPs per multiply-add) plus the softmax per score and one divide per output element."""
-    if op.name == ATTENTION and (sizes := loop_sizes(op)) is not None:
+    """FLOPs of one structured op: the distinct points of its iteration space (without its broadcast
+    loops, :func:`broadcast_loops`: a compiler may compute their one value once, and counting it again
+    would put a well-compiled dispatch above the machine's peak) × its body's arithmetic per point; for
+    ops with no body the scalar ops they stand for (``linalg.softmax``), and for attention its two
+    contractions (2 FLOPs per multiply-add) plus the softmax per score and one divide per output element."""
+    sizes = loop_sizes(op)
+    if op.name == ATTENTION and sizes is not None:
         scores, contracted, produced, outputs = attention_sizes(op, sizes)
         return float(scores * (2 * contracted + ATTENTION_SOFTMAX_FLOPS + 2 * produced) + outputs)
     per_point = BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
-    return iteration_space(op) * per_point
+    repeated = math.prod(sizes.get(loop, 1) for loop in broadcast_loops(op)) if sizes else 1
+    return iteration_space(op) / repeated * per_point
 
 
 def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:

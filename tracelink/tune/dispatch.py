@@ -100,10 +100,14 @@ class Dispatch:
 
     @property
     def flops(self) -> int:
-        """Multiply-adds of the root op counted as two operations."""
+        """Multiply-adds of the root op counted as two operations, over the loops its inputs index: along
+        another loop the result is one value broadcast, which a good config computes once (counting it
+        again would make that config look faster than the machine's peak)."""
+        read = {loop for operand in self.access[:-1] for terms in operand for loop, _ in terms}
         total = 2
         for loop in self.loops:
-            total *= loop.size
+            if loop.index in read:
+                total *= loop.size
         return total
 
     @property
