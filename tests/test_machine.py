@@ -14,6 +14,8 @@ from tracelink.tune.space import machine_cores
 def test_peaks_measured_twice_agree_within_20_percent():
     workers = machine_cores()
     first, second = measure_machine(workers), measure_machine(workers)
+    # the compute roof is the better of numpy's BLAS and IREE's own matmul
+    assert first["matmul_gflops_per_core"] == max(first["blas_gflops_per_core"], first["iree_gflops_per_core"])
     for peak in ("matmul_gflops_per_core", "bandwidth_gbps"):
         assert first[peak] > 0 and second[peak] > 0
         assert max(first[peak], second[peak]) / min(first[peak], second[peak]) <= 1.2, (peak, first[peak], second[peak])

@@ -78,6 +78,8 @@ def test_source_ops_and_lines_carry_their_dispatchs_cost_and_verdict(costs):
     chain = lines.loc[[17, 21, 22, 23], "flops"].sum()
     assert chain == pytest.approx(EXPECTED[17][0] * site_at(costs, 17)["count"])
     assert costs.summary["machine"]["peak_gbps"] > 0 and costs.summary["machine"]["peak_gflops"] > 0
+    # the roof is above what the program reaches: no call site runs faster than the compute peak
+    assert (costs.call_sites["flops_peak_share"].dropna() <= 1).all(), costs.call_sites[["export", "flops_peak_share"]]
 
 
 @pytest.fixture(scope="module")
