@@ -115,9 +115,6 @@ def test_counter_means_and_correlations_are_numpys(hook):
                 assert stats[name].correlation == pytest.approx(expected, abs=1e-12)
                 assert float(cell.get("data-v")) == pytest.approx(expected, abs=1e-5)
                 assert cell.text_content() == f"{expected:+.2f}"
-    # task-clock is CPU time in the workgroup: it must follow the duration closely
-    hottest = int(profile.call_sites.sort_values("total_ns")["call_site"].iloc[-1])
-    assert {s.name: s for s in model.workgroups.sites[hottest].counters}["task-clock"].correlation > 0.5
 
 
 def test_counters_per_source_op_add_up_to_each_call_sites_total(hook):

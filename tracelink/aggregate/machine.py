@@ -1,7 +1,7 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
-Both are measured by tracelink itself in a few seconds (about 6 s on a 2-core VM, most of it compiling
-IREE's probe), once per CPU model, worker count and method, and cached in
+Both are measured by tracelink itself in a few seconds (about 7 s on a 2-core VM: compiling IREE's
+probe, and 2.5 s of streaming), once per CPU model, worker count and method, and cached in
 ``~/.cache/tracelink/machine.json`` (with the CPU model):
 
 - the **compute peak** is the best GFLOP/s of a cache-resident f32 matmul on one core times the workers
@@ -10,14 +10,14 @@ IREE's probe), once per CPU model, worker count and method, and cached in
   (the tuner's 128³ probe under a few tile configs, :mod:`tracelink.tune.peak`). On this project's
   AVX-512 machine BLAS reached 130 GFLOP/s per core and IREE 262: with BLAS alone, tuned convolutions
   read 155 % of the peak;
-- the **bandwidth** is the 90th percentile of many rounds in which every worker copies its own 32 MiB
+- the **bandwidth** is the median of many rounds in which every worker copies its own 32 MiB
   array at the same time (source and target together larger than any cache), counting the bytes read and
   written; numpy releases the GIL while copying, so the threads run on all cores at once.
 
 The compute peak times by the measuring thread's CPU time (time the machine gives to other processes
 does not count) and keeps the best of many tries; the bandwidth times each round in wall time (a paused
-worker only makes its round longer) and keeps the 90th percentile of the rounds' rates. Both stay
-stable on a machine that other processes load.
+worker only makes its round longer) and keeps the median of the rounds' rates. Both stay stable on a
+machine that other processes load.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from tracelink.tune.space import machine_cores
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
 STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
-STREAM_ROUNDS = 60
-# Rounds are spread over about half a second: other processes' memory traffic comes and goes, and the
-# rounds should sample quiet moments as well as busy ones.
-ROUND_PAUSE_S = 0.005
+STREAM_ROUNDS = 150
+# Rounds are spread over about two and a half seconds: other processes' memory traffic comes and goes,
+# and the rounds should sample quiet moments as well as busy ones.
+ROUND_PAUSE_S = 0.01
 # Environment pinning numpy's BLAS (OpenBLAS, MKL or an OpenMP build) to one thread in the probe.
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -106,14 +106,15 @@ def matmul_gflops_per_core(workers: int) -> float:
 
 def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
     """GB/s of ``workers`` threads each copying its own 32 MiB float32 array at once (bytes read plus
-    written), from the 10th percentile of the rounds' durations.
+    written): the median of ``rounds`` rounds spread over about two and a half seconds.
 
-    A round lasts from the first copy's start to the last copy's end in wall time. A thread the
-    scheduler pauses only makes its round longer (the copies then run one after the other, not
-    together), so the fastest rounds are the ones where all workers shared the memory bus, and a
-    low percentile of the durations is their bandwidth. (Timing each copy by its own thread's CPU time
-    instead counted such serialised rounds as fast: each copy had the bus alone, and two
-    measurements on a busy 2-core VM differed by 1.8×.)
+    A round lasts from the first copy's start to the last copy's end in wall time: a thread the
+    scheduler pauses only makes its round longer (the copies then run one after the other), never
+    shorter. (Timing each copy by its own thread's CPU time counted such serialised rounds as fast: two
+    measurements on a busy 2-core VM read 46 and 82 GB/s.) The median, not the fastest rounds: on that
+    VM the bandwidth it gets has episodes of a few seconds at 1.4-1.7x its usual rate (other tenants'
+    memory traffic coming and going, likely); the fastest rounds of a short window caught them, the
+    median of a longer one is the sustained rate the program can count on.
     """
     sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
     targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
@@ -131,7 +132,7 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
             spans = list(pool.map(copy, range(workers)))
             round_seconds.append(max(end for _, end in spans) - min(start for start, _ in spans))
             time.sleep(ROUND_PAUSE_S)
-    return 2 * STREAM_BYTES_PER_WORKER * workers / float(np.percentile(round_seconds, 10)) / 1e9
+    return 2 * STREAM_BYTES_PER_WORKER * workers / float(np.median(round_seconds)) / 1e9
 
 
 def iree_gflops_per_core() -> float:
@@ -155,7 +156,7 @@ def measure_machine(workers: int) -> dict:
 
 # Part of the cache key: peaks measured by an earlier method (bandwidth by CPU time, compute by BLAS
 # alone) are measured again.
-PEAKS_METHOD = "bandwidth in wall-time rounds, compute by BLAS and IREE"
+PEAKS_METHOD = "bandwidth: median of wall-time rounds; compute: BLAS and IREE"
 
 
 def peaks_key(workers: int) -> str:
