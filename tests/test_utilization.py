@@ -82,6 +82,17 @@ def test_source_ops_and_lines_carry_their_dispatchs_cost_and_verdict(costs):
     assert (costs.call_sites["flops_peak_share"].dropna() <= 1).all(), costs.call_sites[["export", "flops_peak_share"]]
 
 
+def test_operands_that_fit_in_cache_are_not_called_memory_bound(costs):
+    # Below the ridge point, a dispatch is memory-bound only when it moves more than the workers' L2
+    # caches hold: the splat-filter convolution (1.2 MB, the input its producer just wrote) is bound by
+    # its code, and its next step is its tile sizes, not fusion.
+    machine = costs.summary["machine"]
+    assert machine["cache_bytes"] > 0
+    site = site_at(costs, 45)
+    assert site["intensity"] < machine["peak_gflops"] / machine["peak_gbps"] and site["bytes"] < machine["cache_bytes"]
+    assert site["verdict"] == "compute-bound" and "tile sizes" in site["next_step"]
+
+
 @pytest.fixture(scope="module")
 def costs_report(costs):
     return build_report(costs)

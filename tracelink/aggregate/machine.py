@@ -36,7 +36,7 @@ import numpy as np
 
 from tracelink import TracelinkError
 from tracelink.tune.peak import cache_path, cpu_model
-from tracelink.tune.space import machine_cores
+from tracelink.tune.space import cache_size, machine_cores
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
@@ -57,6 +57,9 @@ class Machine:
     workers: int
     peak_gflops: float  # all workers together
     peak_gbps: float
+    # The workers' L2 caches together: a dispatch moving less than this keeps its operands in cache
+    # between its producer and itself, so the streaming bandwidth is not its roof.
+    cache_bytes: float = 0.0
 
     @property
     def ridge(self) -> float:
@@ -175,4 +178,5 @@ def machine_peaks() -> Machine:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=2))
     entry = cached[key]
-    return Machine(entry["cpu"], workers, float(entry["matmul_gflops_per_core"]) * workers, float(entry["bandwidth_gbps"]))
+    return Machine(entry["cpu"], workers, float(entry["matmul_gflops_per_core"]) * workers, float(entry["bandwidth_gbps"]),
+                   float(cache_size(2, 1024 * 1024) * workers))

@@ -6,7 +6,9 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
 
 1. *overhead-bound*: a median under 5 µs, where launching the dispatch costs as much as its work;
 2. *parallelism-bound*: fewer workgroups than the device has workers, so some cores idle;
-3. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s);
+3. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
+   bytes than the workers' L2 caches hold: smaller operands stay in cache from their producer, and the
+   streaming bandwidth is not what bounds them;
 4. *compute-bound*: otherwise.
 
 A compute- or memory-bound dispatch below 10 % of its roof is far from the machine's limit; its next
@@ -53,7 +55,7 @@ def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, 
         name = "overhead-bound"
     elif 0 < workgroup_count < machine.workers:
         name = "parallelism-bound"
-    elif moved > 0 and flops / moved < machine.ridge:
+    elif moved > machine.cache_bytes and flops / moved < machine.ridge:
         name = "memory-bound"
     else:
         name = "compute-bound"

@@ -38,7 +38,7 @@ class Knob:
     values: tuple[int, ...]
 
 
-def _cache_bytes(level: int, default: int) -> int:
+def cache_size(level: int, default: int) -> int:
     """Size of this machine's level-``level`` data cache, from sysfs."""
     base = Path("/sys/devices/system/cpu/cpu0/cache")
     for index in sorted(base.glob("index*")):
@@ -66,8 +66,8 @@ class SpaceOptions:
     # IREE rejects vector ops of 512 native vectors or more; 0: 512 x the target's native_vector_size
     # (16384 bytes with AVX2's 32-byte vectors, 32768 with AVX-512)
     max_vector_bytes: int = 0
-    l1_bytes: int = field(default_factory=lambda: _cache_bytes(1, 32 * 1024))
-    l2_bytes: int = field(default_factory=lambda: _cache_bytes(2, 1024 * 1024))
+    l1_bytes: int = field(default_factory=lambda: cache_size(1, 32 * 1024))
+    l2_bytes: int = field(default_factory=lambda: cache_size(2, 1024 * 1024))
     min_workgroups: int = field(default_factory=machine_cores)
     values: dict[str, list[int]] = field(default_factory=dict)  # knob name -> user candidate values
     # (a knob a dispatch does not have is ignored for it; TileSpace.knob_names lists those it has)
