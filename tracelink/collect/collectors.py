@@ -17,6 +17,7 @@ import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.hal_losses import dropped_records
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 from tracelink.tools import stop_all_tools
@@ -81,7 +82,9 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
         run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
         return PendingCollection(
             lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
-            lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
+            lambda jsonl, exports: Collected(
+                hal_events(jsonl, exports, request.iterations), summary={"profiler_dropped_records": dropped_records(jsonl)},
+            ),
         )
     if collector == "tracy":
         return start_tracy(request)
