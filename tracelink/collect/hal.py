@@ -20,7 +20,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
-from tracelink.collect.hal_losses import FLUSH_FLAGS, submission_iterations
+from tracelink.collect.hal_losses import submission_iterations
 from tracelink.tools import ToolRun, tool_path
 
 SCHEMA_VERSION = 15
@@ -38,10 +38,11 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
 
 def start_hal_profile(
     vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
+    profiling_flags: Sequence[str] = (),
 ) -> ToolRun:
     """Start the program under the HAL profiler, writing ``run.ireeprof`` in ``output_dir``."""
     command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
-        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *FLUSH_FLAGS,
+        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
     ]
     return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
 
