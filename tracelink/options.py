@@ -8,6 +8,7 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
 from tracelink.compile.onnx_import import import_onnx, is_onnx
+from tracelink.compile.targets import device_target, target_flags
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
 
@@ -39,7 +40,11 @@ class ProfileOptions:
 
 
 def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
-    """The options with what the collector needs of the build: the hook sees only system-library executables."""
+    """The options with what the collector needs of the build: the hook sees only system-library executables
+    (of llvm-cpu: on a GPU device it has nothing to hook)."""
+    device = device_target(options.compile.device)
+    if device.is_gpu and options.collector == "hook":
+        raise TracelinkError(f"--collector hook times llvm-cpu workgroups; --device {device.device} runs GPU code: use --collector hal or tracy")
     if options.collector == "hook":
         return replace(options, compile=replace(options.compile, link_embedded=False))
     return options
@@ -79,6 +84,9 @@ def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedP
         raise TracelinkError(f"{program}: input program not found")
     if not is_onnx(program):
         check_program_text(program)
+    # a device and collector that do not go together, or a GPU target missing its chip, fail before anything is written
+    with_collector_requirements(options)
+    target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)
     claim = claim_output(Path(out), options.force, files_read(program, options))
     try:
         artifacts = Path(out) / "artifacts"

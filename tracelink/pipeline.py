@@ -23,6 +23,7 @@ from tracelink.aggregate.utilization import call_site_utilization, op_and_line_u
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
+from tracelink.compile.targets import device_target
 from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
@@ -30,6 +31,7 @@ from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.pprof import write_pprof
+from tracelink.tune.peak import cpu_model
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -98,7 +100,8 @@ def run_profile(
     stage("provenance", started)
 
     started = time.perf_counter()
-    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s, options.hook_events)
+    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s,
+                         options.hook_events, options.compile.device)
     collection = start_collection(options.collector, request)
     try:
         with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
@@ -117,7 +120,7 @@ def run_profile(
         "program": str(program),
         "model": str(model or program),
         "function": entry,
-        "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
+        "target": run_target(options, collected.summary.pop("device_name", None)),
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
         "collector": options.collector,
         "inputs": inputs,
@@ -137,6 +140,16 @@ def run_profile(
     write_profile_summary(result)
     write_manifest(artifacts, {"timings_s": timings})
     return result
+
+
+def run_target(options: ProfileOptions, device_name: str | None) -> dict:
+    """What profile.json records of the target: backend, device, the device's name, and the CPU or GPU chip compiled for."""
+    compile_options = options.compile
+    target = device_target(compile_options.device)
+    if not target.is_gpu:
+        return {"backend": target.backend, "device": target.device, "device_name": device_name or cpu_model(), "cpu": compile_options.target_cpu}
+    return {"backend": target.backend, "device": target.device, "device_name": device_name or "unknown",
+            "chip": compile_options.target_chip, "features": compile_options.target_features}
 
 
 def assemble_profile(

@@ -16,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
-from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_name, device_time_summary
+from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
+from tracelink.compile.targets import device_target
 from tracelink.tools import stop_all_tools
 
 @dataclass
@@ -33,6 +35,7 @@ class RunRequest:
     artifacts: Path
     timeout_s: float
     hook_events: list[str] = field(default_factory=list)
+    device: str = "local-task"
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Collected:
     workgroups: pd.DataFrame | None = None  # hook: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy: every zone of the runtime
     summary: dict = field(default_factory=dict)  # what the collector adds to the profile's summary
+    iteration_times: pd.DataFrame | None = None  # GPU: device, queue and host time per iteration
 
 
 class PendingCollection:
@@ -67,6 +71,9 @@ class PendingCollection:
         collected.events = drop_warmup(collected.events, warmup)
         if collected.workgroups is not None:
             collected.workgroups = drop_warmup(collected.workgroups, warmup)
+        if collected.iteration_times is not None:
+            collected.iteration_times = drop_warmup(collected.iteration_times, warmup)
+            collected.summary |= device_time_summary(collected.iteration_times)
         return collected
 
     def cancel(self) -> None:
@@ -77,6 +84,8 @@ class PendingCollection:
 
 def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     """Start running the program under ``collector`` ("hal", "tracy" or "hook")."""
+    if collector == "hal" and device_target(request.device).is_gpu:
+        return start_device_profile(request)
     if collector == "hal":
         run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
         return PendingCollection(
@@ -90,8 +99,21 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     raise ValueError(f"unknown collector {collector!r}")
 
 
+def start_device_profile(request: RunRequest) -> PendingCollection:
+    """The HAL profiler on a GPU: device-timestamped dispatches, and the queue and host time around them."""
+    run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations,
+                            request.artifacts, request.device, DEVICE_PROFILING_MODES)
+
+    def finish(jsonl: Path, exports: Sequence[str]) -> Collected:
+        events, times = device_events(list(read_records(jsonl)), exports, place_by_command_index)
+        summary = {"device_name": device_name(device_target(request.device).driver, request.timeout_s)}
+        return Collected(events, summary=summary, iteration_times=times)
+
+    return PendingCollection(lambda: export_hal_profile(run, request.artifacts, request.timeout_s), finish)
+
+
 def start_tracy(request: RunRequest) -> PendingCollection:
-    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.device)
     command[0] = str(tracy_tools().tool("iree-benchmark-module"))
     trace = request.artifacts / "run.tracy"
 
@@ -104,7 +126,7 @@ def start_tracy(request: RunRequest) -> PendingCollection:
 
 
 def start_hook(request: RunRequest) -> PendingCollection:
-    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.device)
 
     def finish(hooked, exports: Sequence[str]) -> Collected:
         events = match_call_sites(hooked.events, exports)

@@ -37,10 +37,11 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
 
 def start_hal_profile(
     vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
+    device: str = "local-task", modes: str = PROFILING_MODES,
 ) -> ToolRun:
-    """Start the program under the HAL profiler, writing ``run.ireeprof`` in ``output_dir``."""
-    command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
-        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}",
+    """Start the program under the HAL profiler on ``device``, writing ``run.ireeprof`` in ``output_dir``."""
+    command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
+        f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}",
     ]
     return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
 
