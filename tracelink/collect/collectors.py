@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
-from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_name, device_time_summary
+from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_time_summary
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
@@ -106,8 +106,7 @@ def start_device_profile(request: RunRequest) -> PendingCollection:
 
     def finish(jsonl: Path, exports: Sequence[str]) -> Collected:
         events, times = device_events(list(read_records(jsonl)), exports, place_by_command_index)
-        summary = {"device_name": device_name(device_target(request.device).driver, request.timeout_s)}
-        return Collected(events, summary=summary, iteration_times=times)
+        return Collected(events, iteration_times=times)
 
     return PendingCollection(lambda: export_hal_profile(run, request.artifacts, request.timeout_s), finish)
 

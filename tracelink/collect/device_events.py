@@ -29,7 +29,6 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
-from tracelink.tools import run_tool, tool_path
 
 # Vulkan's HAL profiler supports these families (host-execution and command-region events are CPU-only).
 DEVICE_PROFILING_MODES = "dispatch-events,device-queue-events,queue-events,executable-metadata"
@@ -131,9 +130,3 @@ def device_time_summary(times: pd.DataFrame) -> dict:
         return {}
     medians = {column.removesuffix("_ns") + "_ns_per_iteration": float(times[column].median()) for column in ITERATION_COLUMNS[1:]}
     return {"device_time": {"clock": "device timestamps", "iterations": int(len(times)), **medians}}
-
-
-def device_name(driver: str, timeout_s: float) -> str | None:
-    """The name of the driver's first device, as ``iree-run-module --dump_devices`` lists it (None if it lists none)."""
-    listing = run_tool([tool_path("iree-run-module"), f"--dump_devices={driver}"], timeout_s).stdout
-    return next((line.split(":", 1)[1].strip() for line in listing.splitlines() if line.startswith("name:")), None)

@@ -1,0 +1,116 @@
+"""A GPU device's facts and peaks: its name and type as IREE lists them, and the compute and bandwidth
+roofs measured on it.
+
+The peaks come from one small program compiled for the device and run under the HAL profiler: a
+chain of 256³ f32 matmuls and a chain of elementwise updates of a 64 MiB array. Each dispatch is timed
+by the device's own timestamps, so launch and host time do not count; the fastest dispatch of each
+kind gives the compute peak (2·256³ FLOP) and the bandwidth (bytes read plus written). They are
+IREE's default code on that device, not the hardware's data-sheet peaks: a dispatch can beat them
+with better tiles. Cached per device name, target and compiler in ``~/.cache/tracelink/gpu.json``.
+
+On lavapipe (Mesa's Vulkan on the CPU, what CI tests with) the device is the CPU: its peaks are a
+CPU's, its compute units the CPU's cores (llvmpipe runs one thread per core), and its cache the CPU's
+L2 caches. A real GPU's compute unit count and cache size are not in IREE's device listing: they stay
+0, and the verdicts that need them (too few workgroups to fill the device, operands that stay in
+cache) are not given.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from tracelink import TracelinkError
+from tracelink.collect.hal import export_bundle, read_records, start_hal_profile
+from tracelink.collect.machine import Machine
+from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores
+from tracelink.compile.targets import device_target, target_flags
+from tracelink.tools import compiler_version, run_tool, tool_path
+
+SIZE = 256
+MATMULS = 8
+STREAM_ELEMENTS = 16 * 1024 * 1024  # 64 MiB of f32, larger than any GPU's L2
+STREAMS = 6
+PROBE = """
+func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>, %v: tensor<{m}xf32>) -> (tensor<{n}x{n}xf32>, tensor<{m}xf32>) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %matmuls = arith.constant {matmuls} : index
+  %streams = arith.constant {streams} : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %r = scf.for %i = %c0 to %matmuls step %c1 iter_args(%x = %a) -> tensor<{n}x{n}xf32> {{
+    %e = tensor.empty() : tensor<{n}x{n}xf32>
+    %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+    %y = linalg.matmul ins(%x, %b : tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) outs(%acc : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+    scf.yield %y : tensor<{n}x{n}xf32>
+  }}
+  %s = scf.for %i = %c0 to %streams step %c1 iter_args(%x = %v) -> tensor<{m}xf32> {{
+    %e = tensor.empty() : tensor<{m}xf32>
+    %y = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}}
+        ins(%x : tensor<{m}xf32>) outs(%e : tensor<{m}xf32>) {{
+    ^bb0(%in: f32, %out: f32):
+      %z = arith.addf %in, %one : f32
+      linalg.yield %z : f32
+    }} -> tensor<{m}xf32>
+    scf.yield %y : tensor<{m}xf32>
+  }}
+  return %r, %s : tensor<{n}x{n}xf32>, tensor<{m}xf32>
+}}
+"""
+PROBE_TIMEOUT_S = 300.0
+PEAKS_METHOD = "fastest device-timed dispatch of a 256^3 matmul and a 64 MiB elementwise update"
+
+
+def device_info(driver: str, timeout_s: float) -> dict[str, str]:
+    """The first device of ``driver`` as ``iree-run-module --dump_devices`` lists it (``name``, ``type``, ...; empty when none)."""
+    listing = run_tool([tool_path("iree-run-module"), f"--dump_devices={driver}"], timeout_s).stdout
+    info: dict[str, str] = {}
+    for line in listing.splitlines():
+        key, colon, value = line.partition(":")
+        if line.startswith("# --device=") and info:
+            break  # the next device
+        if colon and not line.startswith(("#", " ")) and key not in info:
+            info[key] = value.strip()
+    return info
+
+
+def measure_device(device: str, chip: str | None, features: str | None) -> dict:
+    """A fresh measurement of the device's compute peak and bandwidth (what :func:`device_peaks` caches)."""
+    with tempfile.TemporaryDirectory(prefix="tracelink_gpu_peak_") as scratch:
+        folder = Path(scratch)
+        source, vmfb = folder / "probe.mlir", folder / "probe.vmfb"
+        source.write_text(PROBE.format(n=SIZE, m=STREAM_ELEMENTS, matmuls=MATMULS, streams=STREAMS))
+        built = run_tool([tool_path("iree-compile"), str(source), "-o", str(vmfb), *target_flags(device, "host", chip, features)], PROBE_TIMEOUT_S)
+        if built.returncode != 0:
+            raise TracelinkError(f"measuring {device}'s peaks: iree-compile failed: {built.stderr.strip()[-300:]}")
+        inputs = [f"{SIZE}x{SIZE}xf32=1", f"{SIZE}x{SIZE}xf32={1 / SIZE}", f"{STREAM_ELEMENTS}xf32=0"]
+        run = start_hal_profile(vmfb, "main", inputs, [], 2, folder, device, "dispatch-events,executable-metadata")
+        run.wait(PROBE_TIMEOUT_S)
+        durations: dict[str, list[int]] = {"matmul": [], "stream": []}
+        for record in read_records(export_bundle(folder, PROBE_TIMEOUT_S)):
+            if record.get("record_type") == "dispatch_event" and record.get("duration_ns", 0) > 0:
+                kind = "matmul" if "matmul" in record["key"] else "stream" if "elementwise" in record["key"] or "generic" in record["key"] else None
+                if kind:
+                    durations[kind].append(record["duration_ns"])
+    if not durations["matmul"] or not durations["stream"]:
+        raise TracelinkError(f"measuring {device}'s peaks: the probe's run recorded no timed dispatches")
+    return {"gflops": 2 * SIZE**3 / min(durations["matmul"]), "bandwidth_gbps": 2 * 4 * STREAM_ELEMENTS / min(durations["stream"])}
+
+
+def device_peaks(device: str, chip: str | None, features: str | None, info: dict[str, str]) -> Machine:
+    """The device's peaks and facts: measured on first use (a few seconds), cached per device name, target and compiler."""
+    name = info.get("name") or device
+    key = f"{name}|{device_target(device).backend}|{chip}|{features}|{compiler_version()}|{PEAKS_METHOD}"
+    path = cache_dir() / "gpu.json"
+    cached = json.loads(path.read_text()) if path.is_file() else {}
+    if key not in cached:
+        cached[key] = measure_device(device, chip, features)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cached, indent=2))
+    entry = cached[key]
+    on_cpu = info.get("type") == "cpu"  # lavapipe: the CPU's cores and caches
+    workers = machine_cores() if on_cpu else 0
+    return Machine(name, workers, float(entry["gflops"]), float(entry["bandwidth_gbps"]),
+                   float(cache_size(2, 1024 * 1024) * workers) if on_cpu else 0.0, kind="gpu")
