@@ -65,6 +65,8 @@ def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
         f"--iree-hal-dump-executable-benchmarks-to={executables}",
         f"--iree-hal-dump-executable-binaries-to={executables}",
     ]
+    if device_target(options.device).is_gpu:  # the GPU code in MLIR (SPIR-V for Vulkan); llvm-cpu's would be large .ll/.o
+        flags.append(f"--iree-hal-dump-executable-intermediates-to={executables}")
     if options.input_type:
         flags.append(f"--iree-input-type={options.input_type}")
     if options.tuning_spec is not None:

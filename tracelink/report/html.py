@@ -639,6 +639,7 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
         ("workgroup size", site["workgroup_size"]), ("lowering config", site["lowering_config"]),
         ("phase", "run (each call)" if site["phase"] == "run" else f"{site['phase']} (runs once, at load: not timed)"),
         ("dumped source", f"artifacts/{site['source_file']}" if site["source_file"] else ""),
+        ("target code", f"artifacts/{site['target_file']}" if site["target_file"] else ""),
     ):
         if value:
             el(kv, "dt", None, label)
