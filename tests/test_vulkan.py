@@ -14,9 +14,12 @@ import subprocess
 import pytest
 from iree.compiler import ir
 
+from tests import tracy_synth
 from tests.conftest import EXAMPLES, run_profile
 from tests.test_attribution import PhaseReading
 from tests.test_bad_input import error_line, run_cli
+from tracelink.collect.tracy import read_capture
+from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile import CompileOptions, compile_program
 from tracelink.provenance.build import build_provenance
 from tracelink.provenance.program import read_input_program
@@ -150,7 +153,9 @@ def test_tune_says_llvm_cpu_only_and_does_nothing(vulkan):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--device", "vulkan", "--collector", "hook"], "--collector hook times llvm-cpu workgroups"),
+    (["--device", "vulkan", "--collector", "hook"], "--device vulkan gives per-dispatch device time to --collector hal only"),
+    (["--device", "vulkan", "--collector", "tracy"], "no Tracy GPU zones"),
+    (["--device", "cuda", "--collector", "hal"], "CUDA driver has no HAL-native profiling"),
     (["--device", "hip"], "--device hip needs --target-chip"),
     (["--target-chip", "sm_80"], "are for GPU devices"),
 ])
@@ -171,3 +176,26 @@ def test_cuda_and_hip_builds_give_the_same_call_sites(tmp_path, device, chip):
     provenance = build_provenance(read_input_program(PROGRAM), compiled.artifacts, "main")
     assert [site.export for site in provenance.call_sites] == hal.dispatch_exports and len(hal.dispatch_exports) == 3
     assert all(data.get("benchmark_file") for _, data in provenance.graph.nodes(data=True) if data.get("kind") == "export")
+
+
+def test_cuda_and_hip_dispatches_are_the_tracy_gpu_zones_named_by_export(tmp_path):
+    """What the tracy collector reads on CUDA/HIP (no device here: a capture written in Tracy's format
+    the way IREE's stream tracing fills it: one GPU zone per kernel launch, named by its export)."""
+    exports = ["main_dispatch_0_matmul", "main_dispatch_1_add"]
+    locations = [tracy_synth.SourceLocation("iree_vm_invoke", "iree_vm_invoke", "invocation.c", 1),
+                 *(tracy_synth.SourceLocation(None, export, "mlp.mlir", 10) for export in exports),
+                 tracy_synth.SourceLocation(None, "iree_hal_cuda_stream_command_buffer", "cb.c", 5)]
+    invokes = [tracy_synth.Zone(1, 1_000 + 10_000 * i, 9_000 + 10_000 * i) for i in range(3)]
+    launches = [tracy_synth.Zone(2, 500, 600)]  # an initializer's launch at load: outside every call
+    for i in range(3):  # call sites: matmul, add, matmul; GPU durations 300, 50, 200 + i
+        at = 1_100 + 10_000 * i
+        kernels = [tracy_synth.Zone(2, at, at + 300), tracy_synth.Zone(3, at + 400, at + 450), tracy_synth.Zone(2, at + 500, at + 700 + i)]
+        launches.append(tracy_synth.Zone(4, at - 50, at + 800 + i, kernels))  # the coarse command-buffer zone around them
+    path = tmp_path / "cuda.tracy"
+    tracy_synth.write_capture(path, {(1, "main"): invokes}, locations, gpu={7: launches})
+    rebuilt = gpu_executions(read_capture(path), [exports[0], exports[1], exports[0]])
+    events = rebuilt.events
+    assert rebuilt.outside_iterations == 1
+    assert list(events["call_site"]) == [0, 1, 2] * 3 and list(events["iteration"]) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert list(events["duration_ns"]) == [300, 50, 200, 300, 50, 201, 300, 50, 202]
+    assert events["start_ns"].iloc[0] == 0 and events["start_ns"].is_monotonic_increasing

@@ -17,6 +17,12 @@ COLLECTORS = ("hal", "tracy", "hook")
 LIBRARY_GLOBS = ("*/site-packages/*", "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "<frozen *>")
 
 
+def default_collector(device: str) -> str:
+    """The collector ``tracelink profile`` uses on ``device`` when none is named: on a GPU, the one with its device time."""
+    target = device_target(device)
+    return target.timed_by if target.is_gpu else "hal"
+
+
 @dataclass
 class ProfileOptions:
     """What to run and how: everything `tracelink profile` takes besides the program and directory."""
@@ -43,8 +49,9 @@ def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
     """The options with what the collector needs of the build: the hook sees only system-library executables
     (of llvm-cpu: on a GPU device it has nothing to hook)."""
     device = device_target(options.compile.device)
-    if device.is_gpu and options.collector == "hook":
-        raise TracelinkError(f"--collector hook times llvm-cpu workgroups; --device {device.device} runs GPU code: use --collector hal or tracy")
+    if device.is_gpu and options.collector != device.timed_by:
+        raise TracelinkError(f"--device {device.device} gives per-dispatch device time to --collector {device.timed_by} only "
+                             f"(IREE 3.13: {device.why_timed_by})")
     if options.collector == "hook":
         return replace(options, compile=replace(options.compile, link_embedded=False))
     return options

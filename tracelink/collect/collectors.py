@@ -20,6 +20,7 @@ from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_event
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
+from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile.targets import device_target
 from tracelink.tools import stop_all_tools
 
@@ -116,9 +117,11 @@ def start_tracy(request: RunRequest) -> PendingCollection:
     command[0] = str(tracy_tools().tool("iree-benchmark-module"))
     trace = request.artifacts / "run.tracy"
 
+    rebuild = gpu_executions if device_target(request.device).is_gpu else rebuild_executions
+
     def finish(path: Path, exports: Sequence[str]) -> Collected:
         capture = read_capture(path)
-        rebuilt = rebuild_executions(capture, exports)
+        rebuilt = rebuild(capture, exports)
         return Collected(rebuilt.events, zones=capture.zones, summary=rebuilt.summary())
 
     return PendingCollection(lambda: capture_tracy(command, trace, request.timeout_s), finish)

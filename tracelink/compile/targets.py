@@ -25,6 +25,10 @@ class DeviceTarget:
     chip_flag: str | None = None  # the backend's chip option, when it has one
     features_flag: str | None = None
     chip_required: bool = False
+    # The collector that reads the device's own dispatch timestamps (IREE 3.13): Vulkan writes them to
+    # the HAL profiler; CUDA and HIP implement no HAL profiling, their tracy build records GPU zones.
+    timed_by: str = "hal"
+    why_timed_by: str = ""
 
     @property
     def is_gpu(self) -> bool:
@@ -35,9 +39,12 @@ TARGET_FLAGS = ("--iree-hal-target-device=local", "--iree-hal-local-target-devic
 DEVICE_TARGETS: dict[str, DeviceTarget] = {
     "local-task": DeviceTarget("local-task", "local-task", "llvm-cpu", "local"),
     "local-sync": DeviceTarget("local-sync", "local-sync", "llvm-cpu", "local"),
-    "vulkan": DeviceTarget("vulkan", "vulkan", "vulkan-spirv", "vulkan", "--iree-vulkan-target", "--iree-vulkan-target-features"),
-    "cuda": DeviceTarget("cuda", "cuda", "cuda", "cuda", "--iree-cuda-target", "--iree-cuda-target-features"),
-    "hip": DeviceTarget("hip", "hip", "rocm", "hip", "--iree-rocm-target", "--iree-rocm-target-features", chip_required=True),
+    "vulkan": DeviceTarget("vulkan", "vulkan", "vulkan-spirv", "vulkan", "--iree-vulkan-target", "--iree-vulkan-target-features",
+                           why_timed_by="its Vulkan driver writes device-timestamped dispatch events to the HAL profiler and no Tracy GPU zones"),
+    "cuda": DeviceTarget("cuda", "cuda", "cuda", "cuda", "--iree-cuda-target", "--iree-cuda-target-features", timed_by="tracy",
+                         why_timed_by="its CUDA driver has no HAL-native profiling; its tracy-enabled build records a GPU zone per kernel"),
+    "hip": DeviceTarget("hip", "hip", "rocm", "hip", "--iree-rocm-target", "--iree-rocm-target-features", chip_required=True, timed_by="tracy",
+                        why_timed_by="its HIP driver has no HAL-native profiling; its tracy-enabled build records a GPU zone per kernel"),
 }
 DEVICES = tuple(DEVICE_TARGETS)
 

@@ -1,9 +1,10 @@
 """A GPU device's facts and peaks: its name and type as IREE lists them, and the compute and bandwidth
 roofs measured on it.
 
-The peaks come from one small program compiled for the device and run under the HAL profiler: a
-chain of 256³ f32 matmuls and a chain of elementwise updates of a 64 MiB array. Each dispatch is timed
-by the device's own timestamps, so launch and host time do not count; the fastest dispatch of each
+The peaks come from one small program compiled for the device and run twice: a chain of 256³ f32
+matmuls and a chain of elementwise updates of a 64 MiB array. Each dispatch is timed by the device's
+own timestamps (the HAL profiler's on Vulkan, the tracy build's GPU zones on CUDA and HIP), so launch
+and host time do not count; the fastest dispatch of each
 kind gives the compute peak (2·256³ FLOP) and the bandwidth (bytes read plus written). They are
 IREE's default code on that device, not the hardware's data-sheet peaks: a dispatch can beat them
 with better tiles. Cached per device name, target and compiler in ``~/.cache/tracelink/gpu.json``.
@@ -22,9 +23,10 @@ import tempfile
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.collect.hal import export_bundle, read_records, start_hal_profile
+from tracelink.collect.hal import benchmark_command, export_bundle, read_records, start_hal_profile
 from tracelink.collect.machine import Machine
 from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores
+from tracelink.collect.tracy import capture_tracy, read_capture, tracy_tools
 from tracelink.compile.targets import device_target, target_flags
 from tracelink.tools import compiler_version, run_tool, tool_path
 
@@ -86,17 +88,29 @@ def measure_device(device: str, chip: str | None, features: str | None) -> dict:
         if built.returncode != 0:
             raise TracelinkError(f"measuring {device}'s peaks: iree-compile failed: {built.stderr.strip()[-300:]}")
         inputs = [f"{SIZE}x{SIZE}xf32=1", f"{SIZE}x{SIZE}xf32={1 / SIZE}", f"{STREAM_ELEMENTS}xf32=0"]
-        run = start_hal_profile(vmfb, "main", inputs, [], 2, folder, device, "dispatch-events,executable-metadata")
-        run.wait(PROBE_TIMEOUT_S)
-        durations: dict[str, list[int]] = {"matmul": [], "stream": []}
-        for record in read_records(export_bundle(folder, PROBE_TIMEOUT_S)):
-            if record.get("record_type") == "dispatch_event" and record.get("duration_ns", 0) > 0:
-                kind = "matmul" if "matmul" in record["key"] else "stream" if "elementwise" in record["key"] or "generic" in record["key"] else None
-                if kind:
-                    durations[kind].append(record["duration_ns"])
+        timed = device_timed_dispatches(vmfb, inputs, folder, device)
+    durations: dict[str, list[int]] = {"matmul": [], "stream": []}
+    for export, duration in timed:
+        kind = "matmul" if "matmul" in export else "stream" if "elementwise" in export or "generic" in export else None
+        if kind and duration > 0:
+            durations[kind].append(duration)
     if not durations["matmul"] or not durations["stream"]:
         raise TracelinkError(f"measuring {device}'s peaks: the probe's run recorded no timed dispatches")
     return {"gflops": 2 * SIZE**3 / min(durations["matmul"]), "bandwidth_gbps": 2 * 4 * STREAM_ELEMENTS / min(durations["stream"])}
+
+
+def device_timed_dispatches(vmfb: Path, inputs: list[str], folder: Path, device: str) -> list[tuple[str, int]]:
+    """(export, device ns) of every dispatch of two calls of the probe, by the device's clock: the HAL
+    profiler's dispatch events, or on CUDA/HIP the tracy build's GPU zones (:mod:`tracelink.collect.tracy.gpu`)."""
+    if device_target(device).timed_by == "tracy":
+        command = benchmark_command(vmfb, "main", inputs, [], 2, device)
+        command[0] = str(tracy_tools().tool("iree-benchmark-module"))
+        zones = read_capture(capture_tracy(command, folder / "probe.tracy", PROBE_TIMEOUT_S)).gpu_zones
+        zones = zones[zones["gpu_end_ns"] >= zones["gpu_start_ns"]]
+        return list(zip(zones["name"].astype(str), (zones["gpu_end_ns"] - zones["gpu_start_ns"]).astype(int)))
+    run = start_hal_profile(vmfb, "main", inputs, [], 2, folder, device, "dispatch-events,executable-metadata")
+    run.wait(PROBE_TIMEOUT_S)
+    return [(r["key"], r["duration_ns"]) for r in read_records(export_bundle(folder, PROBE_TIMEOUT_S)) if r.get("record_type") == "dispatch_event"]
 
 
 def device_peaks(device: str, chip: str | None, features: str | None, info: dict[str, str]) -> Machine:
