@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import jsonschema
 import pytest
 from iree.compiler import ir
 
@@ -24,6 +25,7 @@ from tracelink.compile import CompileOptions, compile_program
 from tracelink.provenance.build import build_provenance
 from tracelink.provenance.program import read_input_program
 from tracelink.report.fmt import ns
+from tracelink.report.json_output import SCHEMA_PATH
 from tracelink.tools import tool_path
 
 REPETITIONS = 4
@@ -103,9 +105,12 @@ def test_report_and_summary_show_device_time_and_overhead_separately(vulkan):
     assert "Device time and overhead per iteration" in html
     for label, key in (("device dispatch time", "dispatch"), ("device queue overhead", "queue"), ("submission latency", "submit"), ("host time", "host")):
         assert label in html and ns(times[f"{key}_ns_per_iteration"]) in html
-    done = run_cli("profile", str(PROGRAM), "-o", str(vulkan.directory.parent / "cli"), "--device", "vulkan", "--repetitions", "2")
+    done = run_cli("profile", str(PROGRAM), "-o", str(vulkan.directory.parent / "cli"), "--device", "vulkan", "--repetitions", "2", "--json")
     assert done.returncode == 0, done.stderr
-    assert "llvmpipe" in done.stdout and "device dispatch time" in done.stdout and "host time" in done.stdout
+    assert "llvmpipe" in done.stderr and "device dispatch time" in done.stderr and "host time" in done.stderr
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text()))
+    assert document["summary"]["target"]["device"] == "vulkan" and document["summary"]["device_time"]["iterations"] == 2
 
 
 def test_same_program_on_llvm_cpu_maps_to_the_same_ops_and_lines(side_by_side):
