@@ -161,7 +161,8 @@ def run_target(options: ProfileOptions, device: dict[str, str]) -> dict:
     named = {"backend": target.backend, "device": target.device, "device_name": device.get("name", "unknown")}
     if not target.is_gpu:
         return named | {"cpu": compile_options.target_cpu}
-    return named | {"device_type": device.get("type", "unknown"), "chip": compile_options.target_chip, "features": compile_options.target_features}
+    given = {"chip": compile_options.target_chip, "features": compile_options.target_features}
+    return named | {"device_type": device.get("type", "unknown")} | {key: value for key, value in given.items() if value}
 
 
 def assemble_profile(
