@@ -15,8 +15,8 @@ Per iteration of the function (all the submissions of its dispatches) :func:`ite
 - ``queue_ns``: device time of its submissions outside the dispatches (barriers, fills, copies and
   the gaps between dispatches);
 - ``submit_ns``: from the host's submission to the device starting it (queue wait, launch latency);
-- ``host_ns``: the rest of the iteration's wall time (``wall_ns``, from its first host queue operation
-  to the next iteration's, or to its device end for the last): host work, allocations, waits.
+- ``host_ns``: the rest of the iteration's wall time (``wall_ns``, from its submission to the next
+  iteration's, or to its device end for the last, a lower bound): host work, allocations, waits.
 """
 
 from __future__ import annotations
@@ -97,25 +97,20 @@ def iteration_times(records: Sequence[dict], dispatches: list[dict], iterations:
         dispatch_ns[int(iteration)] = dispatch_ns.get(int(iteration), 0) + record["duration_ns"]
     executed = {r["submission_id"]: r for r in records if r.get("record_type") == "queue_device_event" and r.get("op") == "execute" and r.get("derived_time_available")}
     submitted = {r["submission_id"]: r["host_time_ns"] for r in records if r.get("record_type") == "queue_event" and r.get("op") == "execute"}
-    host_ops = sorted((r["submission_id"], r["host_time_ns"]) for r in records if r.get("record_type") == "queue_event")
     rows = []
-    previous_last = -1
     ordered = sorted(submissions)
     for position, iteration in enumerate(ordered):
         ids = submissions[iteration]
         runs = [executed[i] for i in ids if i in executed]
         if len(runs) != len(ids) or not all(i in submitted for i in ids):
-            raise TracelinkError(f"HAL profile: submission(s) {sorted(set(ids) - set(executed))} of iteration {iteration} have no device queue event")
+            raise TracelinkError(f"HAL profile: submission(s) {sorted(set(ids) - set(executed) - set(submitted))} of iteration {iteration} have no queue event")
         start = min(r["start_driver_host_cpu_time_ns"] for r in runs) + offset
         end = max(r["end_driver_host_cpu_time_ns"] for r in runs) + offset
         busy = sum(r["duration_ns"] for r in runs)
         submit = min(submitted[i] for i in ids)
-        # the iteration's host work starts with its first queue operation after the previous iteration's submissions
-        begin = next((time for sid, time in host_ops if sid > previous_last), submit)
-        previous_last = max(ids)
-        following = ordered[position + 1] if position + 1 < len(ordered) else None
-        next_begin = next((time for sid, time in host_ops if sid > previous_last), None) if following is not None else None
-        wall = (next_begin if next_begin is not None else end) - begin
+        # one period of the benchmark loop: this iteration's submission to the next one's (the last: to its device end)
+        following = min(submitted[i] for i in submissions[ordered[position + 1]]) if position + 1 < len(ordered) else end
+        wall = following - submit
         submit_ns = max(start - submit, 0.0)
         rows.append({
             "iteration": iteration, "dispatch_ns": dispatch_ns[iteration], "queue_ns": max(busy - dispatch_ns[iteration], 0),
@@ -128,5 +123,8 @@ def device_time_summary(times: pd.DataFrame) -> dict:
     """What profile.json records of the measured iterations' device, queue and host time (medians per iteration)."""
     if times.empty:
         return {}
-    medians = {column.removesuffix("_ns") + "_ns_per_iteration": float(times[column].median()) for column in ITERATION_COLUMNS[1:]}
+    # The last iteration's wall time ends at its device end, a lower bound: host and wall leave it out when others exist.
+    whole = times.sort_values("iteration").iloc[:-1] if len(times) > 1 else times
+    medians = {column.removesuffix("_ns") + "_ns_per_iteration": float((whole if column in ("host_ns", "wall_ns") else times)[column].median())
+               for column in ITERATION_COLUMNS[1:]}
     return {"device_time": {"clock": "device timestamps", "iterations": int(len(times)), **medians}}
