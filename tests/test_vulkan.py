@@ -204,3 +204,10 @@ def test_cuda_and_hip_dispatches_are_the_tracy_gpu_zones_named_by_export(tmp_pat
     assert list(events["call_site"]) == [0, 1, 2] * 3 and list(events["iteration"]) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert list(events["duration_ns"]) == [300, 50, 200, 300, 50, 201, 300, 50, 202]
     assert events["start_ns"].iloc[0] == 0 and events["start_ns"].is_monotonic_increasing
+
+
+def test_local_sync_runs_on_local_sync(tmp_path):
+    profile = run_profile(PROGRAM, tmp_path / "sync", repetitions=2, compile=CompileOptions(device="local-sync"))
+    assert "--device=local-sync" in (profile.artifacts / "run.log").read_text()
+    assert profile.summary["target"]["device"] == "local-sync" and profile.summary["target"]["backend"] == "llvm-cpu"
+    assert len(profile.events) == 2 * len(profile.call_sites) and profile.events["call_site"].notna().all()

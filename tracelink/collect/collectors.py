@@ -88,7 +88,7 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     if collector == "hal" and device_target(request.device).is_gpu:
         return start_device_profile(request)
     if collector == "hal":
-        run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
+        run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts, request.device)
         return PendingCollection(
             lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
             lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
