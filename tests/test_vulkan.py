@@ -9,6 +9,7 @@ checked up to the provenance graph.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import jsonschema
@@ -19,6 +20,7 @@ from tests import tracy_synth
 from tests.conftest import EXAMPLES, run_profile
 from tests.test_attribution import PhaseReading
 from tests.test_bad_input import error_line, run_cli
+from tracelink.collect.machine.gpu import compute_units_and_cache, parse_device_listing
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile import CompileOptions, compile_program
@@ -211,3 +213,19 @@ def test_local_sync_runs_on_local_sync(tmp_path):
     assert "--device=local-sync" in (profile.artifacts / "run.log").read_text()
     assert profile.summary["target"]["device"] == "local-sync" and profile.summary["target"]["backend"] == "llvm-cpu"
     assert len(profile.events) == 2 * len(profile.call_sites) and profile.events["call_site"].notna().all()
+
+
+def test_device_listing_gives_name_compute_units_and_l2(tmp_path):
+    """Vulkan's listing as the installed runtime prints it; CUDA's in the format of IREE's
+    cuda_driver.c dump (no CUDA device here to print one)."""
+    listing = subprocess.run([tool_path("iree-run-module"), "--dump_devices=vulkan"], capture_output=True, text=True, timeout=60).stdout
+    vulkan = parse_device_listing(listing)
+    assert vulkan["type"] == "cpu" and "llvmpipe" in vulkan["name"]
+    assert compute_units_and_cache(vulkan)[0] == len(os.sched_getaffinity(0))  # lavapipe: one thread per core
+    cuda = parse_device_listing(
+        "# ====\n# Enumerated devices for driver 'cuda'\n# ====\n\n# ----\n# --device=cuda://GPU-00ff\n#   NVIDIA H100 80GB HBM3\n# ----\n"
+        "\n- memory-l2-cache-size: 52428800 bytes\n\n- gpu-multiprocessor-count: 132\n- gpu-clock-rate: 1980000 kHz\n- gpu-warp-size: 32\n"
+        "# ----\n# --device=cuda://GPU-0100\n#   another\n# ----\n\n- gpu-multiprocessor-count: 8\n"
+    )
+    assert cuda["name"] == "NVIDIA H100 80GB HBM3" and compute_units_and_cache(cuda) == (132, 52428800.0)
+    assert compute_units_and_cache({"name": "a GPU on Vulkan"}) == (0, 0.0)

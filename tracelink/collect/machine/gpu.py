@@ -11,9 +11,9 @@ with better tiles. Cached per device name, target and compiler in ``~/.cache/tra
 
 On lavapipe (Mesa's Vulkan on the CPU, what CI tests with) the device is the CPU: its peaks are a
 CPU's, its compute units the CPU's cores (llvmpipe runs one thread per core), and its cache the CPU's
-L2 caches. A real GPU's compute unit count and cache size are not in IREE's device listing: they stay
-0, and the verdicts that need them (too few workgroups to fill the device, operands that stay in
-cache) are not given.
+L2 caches. CUDA's and HIP's device listings give the multiprocessor (compute unit) count and the L2
+size; a real GPU's Vulkan listing has neither: they stay 0 there, and the verdicts that need them (too
+few workgroups to fill the device, operands that stay in cache) are not given.
 """
 
 from __future__ import annotations
@@ -66,16 +66,42 @@ PEAKS_METHOD = "fastest device-timed dispatch of a 256^3 matmul and a 64 MiB ele
 
 
 def device_info(driver: str, timeout_s: float) -> dict[str, str]:
-    """The first device of ``driver`` as ``iree-run-module --dump_devices`` lists it (``name``, ``type``, ...; empty when none)."""
-    listing = run_tool([tool_path("iree-run-module"), f"--dump_devices={driver}"], timeout_s).stdout
+    """The first device of ``driver`` as ``iree-run-module --dump_devices`` lists it (empty when none)."""
+    return parse_device_listing(run_tool([tool_path("iree-run-module"), f"--dump_devices={driver}"], timeout_s).stdout)
+
+
+def parse_device_listing(listing: str) -> dict[str, str]:
+    """The first device of a ``--dump_devices`` listing: ``name`` (the driver's own ``name:`` line, else the
+    ``#   NAME`` line IREE's tool prints under ``# --device=``) and every ``key: value`` (Vulkan) or
+    ``- key: value`` (CUDA, HIP) line of the driver's dump: ``type``, ``gpu-multiprocessor-count``,
+    ``memory-l2-cache-size``, ..."""
     info: dict[str, str] = {}
-    for line in listing.splitlines():
-        key, colon, value = line.partition(":")
-        if line.startswith("# --device=") and info:
-            break  # the next device
+    lines = listing.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("# --device="):
+            if info:
+                break  # the next device
+            if number + 1 < len(lines) and lines[number + 1].startswith("#   "):
+                info["listed_name"] = lines[number + 1][1:].strip()
+            continue
+        key, colon, value = line.removeprefix("- ").partition(":")
         if colon and not line.startswith(("#", " ")) and key not in info:
             info[key] = value.strip()
+    if "name" not in info and "listed_name" in info:
+        info["name"] = info["listed_name"]
     return info
+
+
+def compute_units_and_cache(info: dict[str, str]) -> tuple[int, float]:
+    """The device's compute units and L2 bytes: lavapipe's are the CPU's cores and L2s (it runs on them);
+    CUDA lists ``gpu-multiprocessor-count``, HIP ``gpu-compute-unit-count``, both ``memory-l2-cache-size: N
+    bytes``; Vulkan's listing has neither for a real GPU (0: unknown)."""
+    if info.get("type") == "cpu":
+        cores = machine_cores()
+        return cores, float(cache_size(2, 1024 * 1024) * cores)
+    units = info.get("gpu-multiprocessor-count") or info.get("gpu-compute-unit-count") or "0"
+    l2 = info.get("memory-l2-cache-size", "0").split()[0]
+    return (int(units), float(l2)) if units.isdigit() and l2.isdigit() else (0, 0.0)
 
 
 def measure_device(device: str, chip: str | None, features: str | None) -> dict:
@@ -124,7 +150,5 @@ def device_peaks(device: str, chip: str | None, features: str | None, info: dict
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cached, indent=2))
     entry = cached[key]
-    on_cpu = info.get("type") == "cpu"  # lavapipe: the CPU's cores and caches
-    workers = machine_cores() if on_cpu else 0
-    return Machine(name, workers, float(entry["gflops"]), float(entry["bandwidth_gbps"]),
-                   float(cache_size(2, 1024 * 1024) * workers) if on_cpu else 0.0, kind="gpu")
+    workers, cache_bytes = compute_units_and_cache(info)
+    return Machine(name, workers, float(entry["gflops"]), float(entry["bandwidth_gbps"]), cache_bytes, kind="gpu")
