@@ -38,11 +38,11 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
 
 def start_hal_profile(
     vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
-    profiling_flags: Sequence[str] = (),
+    device: str = "local-task", modes: str = PROFILING_MODES, profiling_flags: Sequence[str] = (),
 ) -> ToolRun:
-    """Start the program under the HAL profiler, writing ``run.ireeprof`` in ``output_dir``."""
-    command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
-        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
+    """Start the program under the HAL profiler on ``device``, writing ``run.ireeprof`` in ``output_dir``."""
+    command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
+        f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
     ]
     return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
 
