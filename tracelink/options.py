@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
@@ -51,6 +52,7 @@ class StartedProfile:
 
     claim: OutputClaim
     compile: PendingCompile
+    exported: ExportedModel | None = None  # the Python model exported into the program, with its inputs
 
     def stop(self) -> None:
         """Kill the compiler if it still runs and unlock the directory (idempotent)."""
@@ -68,12 +70,15 @@ def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
     return tuple(paths)
 
 
-def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedProfile:
+def start_compile(program: Path | PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
     """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background).
 
     An ``.onnx`` model is imported first into ``out/artifacts/imported.mlir``, which is compiled and
-    profiled in its place.
+    profiled in its place. A Python model (``model.py:make``, or a :class:`PythonModel`) is loaded
+    before ``out`` is touched, then exported into ``out/artifacts/exported.mlir``.
     """
+    if isinstance(program, PythonModel) or is_python_entry(program):
+        return start_python_compile(program if isinstance(program, PythonModel) else load_entry(program), Path(out), options)
     program = Path(program).resolve()
     if not program.is_file():
         raise TracelinkError(f"{program}: input program not found")
@@ -86,6 +91,19 @@ def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedP
             program = import_onnx(program, artifacts / "imported.mlir").resolve()
             check_program_text(program)
         return StartedProfile(claim, PendingCompile(program, artifacts, with_collector_requirements(options).compile))
+    except BaseException:
+        claim.release()
+        raise
+
+
+def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
+    """Claim ``out``, export ``model`` into it and start compiling the exported program."""
+    claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
+    try:
+        artifacts = out / "artifacts"
+        exported = export_model(model, artifacts)
+        check_program_text(exported.program)
+        return StartedProfile(claim, PendingCompile(exported.program, artifacts, with_collector_requirements(options).compile), exported)
     except BaseException:
         claim.release()
         raise
