@@ -118,7 +118,8 @@ def test_jax_hottest_lines_are_the_layer_calls(jax_profile):
     library = profile.source_lines[profile.source_lines["library"]]
     assert library["file"].str.contains("/flax/").any() and (library["user_self_ns"] == 0).all()
     # The apply line is an outer caller of every layer; nothing above forward() (the export) is recorded.
-    assert lines.loc[marks["APPLY"], "inclusive_ns"] >= lines.loc[[marks["FC1"], marks["FC2"], marks["HEAD"]], "user_self_ns"].sum()
+    layers = lines.loc[[marks["FC1"], marks["FC2"], marks["HEAD"]], "user_self_ns"].sum()
+    assert lines.loc[marks["APPLY"], "inclusive_ns"] >= layers * (1 - 1e-9)
     assert not profile.source_lines["file"].str.contains("/tracelink/").any()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import linecache
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ from tracelink.compile.onnx_import import first_line
 if TYPE_CHECKING:
     import torch
 
+# Ops torch-mlir cannot convert, decomposed before import (by name: torch loads only when a model is exported).
+DECOMPOSED_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
 # One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
 
@@ -51,7 +54,9 @@ def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str
         importer.import_program(program, func_name="main")
         importer.module.operation.verify()
     except (ir.MLIRError, NotImplementedError, ValueError, KeyError, RuntimeError) as error:
-        raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {first_line(error)})") from None
+        # A verifier error's first line is only "Verification failed:"; its diagnostic follows.
+        detail = " ".join(str(error).split())[:300]
+        raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {detail})") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, importer.module.operation.get_asm(enable_debug_info=True))
     leaves = torch.utils._pytree.tree_leaves(args)
@@ -61,15 +66,22 @@ def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str
 def exported_program(module: torch.nn.Module, args: tuple, origin: str) -> Any:
     """``torch.export`` of ``module``: strict (full Python stacks), else non-strict (stacks of module calls only)."""
     import torch
+    from torch._decomp import get_decompositions  # the table torch-mlir's own FX export path uses too
 
-    try:
-        return torch.export.export(module, tuple(args), strict=True)
-    except Exception:  # anything Dynamo cannot capture; the non-strict export traces by running the module
-        pass
-    try:
-        return torch.export.export(module, tuple(args), strict=False)
-    except Exception as error:  # the user's module failed to trace: any exception type
-        raise TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {first_line(error)})") from None
+    with warnings.catch_warnings():
+        # torch's own deprecations inside export (pytree's LeafSpec, 2.13) say nothing about the user's model.
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            program = torch.export.export(module, tuple(args), strict=True)
+        except Exception:  # anything Dynamo cannot capture; the non-strict export traces by running the module
+            program = None
+        try:
+            program = program or torch.export.export(module, tuple(args), strict=False)
+            # Functional ops only (an in-place `relu_` is not valid on the importer's value tensors), and
+            # inference batch norm as arithmetic (IREE has no conversion of it); every other op keeps its name.
+            return program.run_decompositions(get_decompositions([getattr(torch.ops.aten, name) for name in DECOMPOSED_OPS]))
+        except Exception as error:  # the user's module failed to trace: any exception type
+            raise TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {first_line(error)})") from None
 
 
 def node_location(node: torch.fx.Node, context: Any, torch_dir: Path) -> Any:
