@@ -233,6 +233,37 @@ def test_torch_outputs_equal_the_iree_run(torch_profile):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
 
 
+class GraphBreak(nn.Module):
+    """A module strict export refuses (a graph break inside forward), so the non-strict export takes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 32)
+
+    def forward(self, x):
+        torch._dynamo.graph_break()
+        return torch.tanh(self.fc(x))  # FC_TANH
+
+
+def test_torch_module_dynamo_cannot_capture_is_exported_non_strict(tmp_path):
+    torch.manual_seed(0)
+    module, x = GraphBreak().eval(), torch.randn(8, 32)
+    with pytest.raises(Exception):
+        torch.export.export(module, (x,), strict=True)
+    profile = tracelink.profile(module, x, out=tmp_path / "out", repetitions=2, console=Console(quiet=True))
+    assert profile.summary["coverage"]["dispatch_time_attributed_share"] == 1.0
+    assert "fc/linear" in set(profile.source_ops["name"])
+    here = Path(__file__).resolve()
+    lines = user_lines(profile, here)
+    assert lines.index[0] == marked_lines(here)["FC_TANH"]
+    # The non-strict stacks go through torch's module files: library lines, credited to the user's line.
+    library = profile.source_lines[profile.source_lines["library"]]
+    assert library["file"].str.endswith("torch/nn/modules/linear.py").any()
+    with torch.no_grad():
+        expected = module(x).numpy()
+    np.testing.assert_allclose(iree_outputs(profile)[0], expected, rtol=1e-4, atol=1e-5)
+
+
 # ---- A torchvision-style ResNet-18 through the `tracelink` command ----
 
 RESNET18 = textwrap.dedent('''
