@@ -152,6 +152,9 @@ def test_jax_profile_reloads_from_its_directory(jax_profile):
     profile, model = jax_profile
     reloaded = load_profile(profile.directory)
     assert reloaded.summary["model"] == f"{model}:make"
+    export = reloaded.manifest["export"]
+    assert export["model"] == f"{model}:make" and export["framework"].startswith("jax 0.10") and export["inputs"] == 8
+    assert reloaded.manifest["input"] == str((profile.artifacts / "exported.mlir").resolve())
     assert str(model.parent) in reloaded.summary["source_roots"]
 
 

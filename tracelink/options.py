@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.compile import CompileOptions, PendingCompile, write_manifest
 from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.outdir import OutputClaim, claim_output
@@ -102,6 +102,7 @@ def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions)
     try:
         artifacts = out / "artifacts"
         exported = export_model(model, artifacts)
+        write_manifest(artifacts, {"export": exported.manifest_entry()})
         check_program_text(exported.program)
         return StartedProfile(claim, PendingCompile(exported.program, artifacts, with_collector_requirements(options).compile), exported)
     except BaseException:

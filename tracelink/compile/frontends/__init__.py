@@ -11,9 +11,11 @@ only here and only when a model of theirs is profiled.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import inspect
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +50,12 @@ class ExportedModel:
     inputs: list[str]
     origin: str
     source_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    framework: str = ""  # the framework and its version: "jax 0.10.2", "torch 2.13.0+cpu"
+    seconds: float = 0.0  # how long the export took
+
+    def manifest_entry(self) -> dict:
+        """What the manifest records about the export."""
+        return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs)}
 
     def profile_options(self, options: ProfileOptions) -> ProfileOptions:
         """``options`` running the example inputs (unless the user gave ``--input``) and embedding the model's sources."""
@@ -126,15 +134,22 @@ def is_torch_module(target: object) -> bool:
 
 def export_model(model: PythonModel, artifacts: Path) -> ExportedModel:
     """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs."""
+    started = time.perf_counter()
     if is_torch_module(model.target):
         from tracelink.compile.frontends.torch_export import export_torch
 
+        framework = "torch"
         arrays = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
     else:
         from tracelink.compile.frontends.jax_export import export_jax
 
+        framework = "jax"
         arrays = export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
-    return ExportedModel(artifacts / EXPORTED_NAME, save_inputs(arrays, artifacts / "inputs"), model.origin, model.source_dirs)
+    inputs = save_inputs(arrays, artifacts / "inputs")
+    return ExportedModel(
+        artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
+        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started,
+    )
 
 
 def save_inputs(arrays: list[np.ndarray], directory: Path) -> list[str]:
