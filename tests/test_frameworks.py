@@ -362,6 +362,10 @@ def test_python_model_errors_are_one_line(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written before the model loads
     line = error_line(run_cli("profile", f"{broken}:build", "-o", str(tmp_path / "out")))
     assert "no function 'build'" in line
+    unknown = tmp_path / "unknown.py"
+    unknown.write_text("import no_such_module_here\n")
+    line = error_line(run_cli("profile", str(unknown), "-o", str(tmp_path / "out")))  # model.py alone means :make
+    assert "unknown.py: importing it raised ModuleNotFoundError: No module named 'no_such_module_here'" in line
     wrong = tmp_path / "wrong.py"
     wrong.write_text("def make():\n    return 42\n")
     line = error_line(run_cli("profile", f"{wrong}:make", "-o", str(tmp_path / "out")))

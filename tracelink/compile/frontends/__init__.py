@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from tracelink.options import ProfileOptions
 
 EXPORTED_NAME = "exported.mlir"
+# The frameworks a model file may import -> the extra that installs them.
+EXTRAS = {"jax": "jax", "jaxlib": "jax", "flax": "jax", "torch": "torch"}
 
 
 @dataclass
@@ -74,7 +76,10 @@ def is_python_entry(program: Path | str) -> bool:
 def entry_parts(program: Path | str) -> tuple[str, str]:
     """``model.py:make`` as its file and function name (``make`` when no colon follows the file)."""
     text = str(program)
-    return tuple(text.rsplit(":", 1)) if ":" in Path(text).name else (text, "make")  # type: ignore[return-value]
+    if ":" not in Path(text).name:
+        return text, "make"
+    file, name = text.rsplit(":", 1)
+    return file, name
 
 
 def load_entry(program: Path | str) -> PythonModel:
@@ -98,6 +103,10 @@ def load_entry(program: Path | str) -> PythonModel:
     try:
         spec.loader.exec_module(module)
     except Exception as error:
+        del sys.modules[spec.name]
+        missing = error.name if isinstance(error, ModuleNotFoundError) else None
+        if missing in EXTRAS:
+            raise TracelinkError(f"{path}: needs {missing}: pip install 'tracelink[{EXTRAS[missing]}]'") from None
         raise TracelinkError(f"{path}: importing it raised {type(error).__name__}: {first_line(error)}") from None
     finally:
         sys.path.remove(str(path.parent))
