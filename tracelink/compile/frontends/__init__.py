@@ -169,7 +169,7 @@ def save_inputs(arrays: list[np.ndarray], directory: Path) -> list[str]:
     flags = []
     for index, array in enumerate(arrays):
         path = directory / f"input_{index}.npy"
-        np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+        np.save(path, np.asarray(array), allow_pickle=False)
         flags.append(f"@{path.resolve()}")
     return flags
 

@@ -47,4 +47,5 @@ def export_jax(fn: Callable, args: tuple, output: Path, origin: str) -> list[np.
         jax.config.update("jax_include_full_tracebacks_in_locations", full_tracebacks)
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, text)
-    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(args)]
+    # Through jnp.asarray: the types JAX lowered them as (a Python float is f32, a float64 array f32 without x64).
+    return [np.asarray(jax.numpy.asarray(leaf)) for leaf in jax.tree_util.tree_leaves(args)]
