@@ -39,6 +39,15 @@ class ProfileOptions:
     embed_sources: bool = True  # False: the report embeds no source file
 
 
+def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
+    """The options of a Python model's run: its example inputs (unless ``--input`` was given) and its sources."""
+    return replace(
+        options,
+        inputs=list(options.inputs) or exported.inputs,
+        source_roots=[*options.source_roots, *exported.source_dirs],
+    )
+
+
 def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
     """The options with what the collector needs of the build: the hook sees only system-library executables."""
     if options.collector == "hook":

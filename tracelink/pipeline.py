@@ -24,7 +24,7 @@ from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
-from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements
+from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -56,7 +56,7 @@ def profile(
     pending = pending or start_compile(program, out, options)
     try:
         if pending.exported is not None:  # a Python model: its example inputs and its sources
-            options = pending.exported.profile_options(options)
+            options = with_exported_model(options, pending.exported)
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
         return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, model)
     finally:

@@ -17,21 +17,18 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracelink import TracelinkError
+from tracelink.compile.frontends.extras import EXTRAS
 from tracelink.compile.onnx_import import first_line
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from tracelink.options import ProfileOptions
-
 EXPORTED_NAME = "exported.mlir"
-# The frameworks a model file may import -> the extra that installs them.
-EXTRAS = {"jax": "jax", "jaxlib": "jax", "flax": "jax", "torch": "torch"}
 
 
 @dataclass
@@ -58,14 +55,6 @@ class ExportedModel:
     def manifest_entry(self) -> dict:
         """What the manifest records about the export."""
         return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs)}
-
-    def profile_options(self, options: ProfileOptions) -> ProfileOptions:
-        """``options`` running the example inputs (unless the user gave ``--input``) and embedding the model's sources."""
-        return replace(
-            options,
-            inputs=list(options.inputs) or self.inputs,
-            source_roots=[*options.source_roots, *self.source_dirs],
-        )
 
 
 def is_python_entry(program: Path | str) -> bool:
@@ -172,9 +161,3 @@ def save_inputs(arrays: list[np.ndarray], directory: Path) -> list[str]:
         np.save(path, np.asarray(array), allow_pickle=False)
         flags.append(f"@{path.resolve()}")
     return flags
-
-
-def require(framework: str, extra: str) -> None:
-    """Import check for an optional framework: one line naming the extra to install when it is missing."""
-    if importlib.util.find_spec(framework) is None:
-        raise TracelinkError(f"profiling this model needs {framework}: pip install 'tracelink[{extra}]'")

@@ -17,7 +17,7 @@ import numpy as np
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
-from tracelink.compile.frontends import require
+from tracelink.compile.frontends.extras import require
 from tracelink.compile.onnx_import import first_line
 
 
@@ -27,7 +27,7 @@ def export_jax(fn: Callable, args: tuple, output: Path, origin: str) -> list[np.
     The program's arguments are the leaves of ``args`` in JAX's flattening order, unused ones kept
     (``keep_unused``), so the saved inputs match its signature one to one.
     """
-    require("jax", "jax")
+    require("jax")
     import jax
 
     jitted = jax.jit(fn, keep_unused=True)

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
-from tracelink.compile.frontends import require
+from tracelink.compile.frontends.extras import require
 from tracelink.compile.onnx_import import first_line
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<funct
 
 def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str) -> list[np.ndarray]:
     """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info); return its tensor arguments."""
-    require("torch", "torch")
+    require("torch")
     import torch
     from iree.compiler import ir
     from iree.compiler.extras import fx_importer
