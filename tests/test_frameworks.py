@@ -334,7 +334,7 @@ RESNET18 = textwrap.dedent('''
 def test_resnet18_profiles_end_to_end_with_module_paths(tmp_path):
     model = tmp_path / "resnet.py"
     model.write_text(RESNET18)
-    done = run_cli("profile", f"{model}:make", "-o", str(tmp_path / "out"), "--repetitions", "2", "--warmup", "0")
+    done = run_cli("profile", f"{model}:make", "-o", str(tmp_path / "out"), "--repetitions", "3")
     assert done.returncode == 0, done.stderr
     profile = load_profile(tmp_path / "out")
     assert profile.summary["coverage"]["dispatch_time_attributed_share"] == 1.0
@@ -349,7 +349,7 @@ def test_resnet18_profiles_end_to_end_with_module_paths(tmp_path):
     marks = {line: number for number, line in enumerate(RESNET18.splitlines(), 1)}
     lines = user_lines(profile, model.resolve())
     block_lines = {marks["        out = self.relu(self.bn1(self.conv1(x)))"], marks["        out = self.bn2(self.conv2(out))"]}
-    assert set(lines.index[:2]) <= block_lines | {marks["        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))"]}
+    assert lines.index[0] in block_lines
     assert lines.loc[sorted(block_lines), "user_self_ns"].sum() > 0.5 * lines["user_self_ns"].sum()
     loaded = load_entry(f"{model}:make")
     with torch.no_grad():
