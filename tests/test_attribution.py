@@ -280,3 +280,13 @@ def test_onnx_node_names_are_the_source_locations(profiles):
     hot = profile.source_ops[profile.source_ops["total_ns"] > 0]
     assert (hot["name"].fillna("") != "").all()  # ONNX node names (loc("n7")), no file:line
     assert profile.summary["coverage"]["dispatch_time_with_source_lines_share"] == 0.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_run_call_site_has_one_event_per_call_and_none_is_reported_missing(profiles, name):
+    summary = profiles[name].summary
+    cover = summary["coverage"]
+    assert "profiler_flushed" not in summary and not summary["profiler_dropped_records"]  # far below IREE's ring: one run, nothing lost
+    assert cover["events_expected_per_call_site"] == REPETITIONS
+    assert cover["missing_events"] == [] and cover["events_missing"] == 0
+    assert cover["events"] == cover["call_sites"] * REPETITIONS

@@ -167,7 +167,7 @@ def assemble_profile(
         "iterations": iterations,
         "total_dispatch_ns": total,
         "dispatch_ns_per_iteration": total / iterations if iterations else 0.0,
-        "coverage": coverage(events, call_sites, graph),
+        "coverage": coverage(events, call_sites, graph, run_info.get("repetitions")),
         **run_load(events),
         "library_frames": list(library_frames),
         "audit": audit_of(graph),

@@ -17,9 +17,10 @@ import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
-from tracelink.tools import stop_all_tools
+from tracelink.tools import ToolRun, stop_all_tools
 
 @dataclass
 class RunRequest:
@@ -80,14 +81,31 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     if collector == "hal":
         run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
         return PendingCollection(
-            lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
-            lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
+            lambda: run_hal_whole(run, request),
+            lambda result, exports: Collected(hal_events(result[0], exports, request.iterations), summary=result[1]),
         )
     if collector == "tracy":
         return start_tracy(request)
     if collector == "hook":
         return start_hook(request)
     raise ValueError(f"unknown collector {collector!r}")
+
+
+def run_hal_whole(first: ToolRun, request: RunRequest) -> tuple[Path, dict]:
+    """The exported HAL profile and what to say about its losses; a run that lost dispatch records is run
+    again with IREE's rings flushed during the calls (slower dispatches, so only when needed)."""
+    jsonl = export_hal_profile(first, request.artifacts, request.timeout_s)
+    dropped = dropped_records(jsonl)
+    if not dropped.get(DISPATCH_STREAM):
+        return jsonl, {"profiler_dropped_records": dropped}
+    rerun = start_hal_profile(
+        request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts, FLUSH_FLAGS,
+    )
+    jsonl = export_hal_profile(rerun, request.artifacts, request.timeout_s)
+    return jsonl, {
+        "profiler_dropped_records": dropped_records(jsonl),
+        "profiler_flushed": {"interval_ms": FLUSH_INTERVAL_MS, "first_run_dropped_records": dropped},
+    }
 
 
 def start_tracy(request: RunRequest) -> PendingCollection:

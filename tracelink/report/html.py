@@ -25,7 +25,7 @@ from lxml import html as lxml_html
 from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
-from tracelink.report.fmt import clean, el, heat, ns, pct, rate
+from tracelink.report.fmt import clean, el, flushed_run_text, heat, missing_events_text, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
@@ -169,6 +169,11 @@ def summary_section(main, model: ReportModel) -> None:
     summary = model.summary
     cover = summary.get("coverage", {})
     node = section(main, "summary", "Summary")
+    missing, flushed = missing_events_text(summary), flushed_run_text(summary)
+    if missing:
+        el(node, "p", class_="warning", text=f"Warning: {missing}.")
+    if flushed:
+        el(node, "p", class_="note", text=f"Note: {flushed}.")
     meta = el(node, "dl", class_="meta")
     target = summary.get("target", {})
     versions = summary.get("versions", {})

@@ -61,6 +61,8 @@ def profile_document(profile: Profile, top: int = 10) -> dict:
             "dispatch_time_attributed_share": cover["dispatch_time_attributed_share"],
             "call_sites": cover["call_sites"],
             "call_sites_mapped": cover["call_sites_mapped"],
+            "call_sites_missing_events": cover.get("call_sites_missing_events", 0),
+            "events_missing": cover.get("events_missing", 0),
         },
         "hottest_lines": [
             {
