@@ -7,10 +7,13 @@ DEMO_OUT := out/demo
 
 .PHONY: setup demo test bench fuzz browser vulkan docs clean
 
-# The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies.
+# The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies, with the
+# jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both).
+# torch goes first, on its own: resolved alone, `torch==2.13.0` takes the CPU wheel where one is offered.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,jax,torch]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -24,8 +24,9 @@ from tracelink.aggregate.utilization import call_site_utilization, op_and_line_u
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
+from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
-from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements
+from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -46,18 +47,27 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
 
 
 def profile(
-    program: Path, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
+    program: Path | PythonModel, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
 ) -> Profile:
     """Profile ``program`` into directory ``out`` and return the result (also written to ``out``).
 
+    ``program`` is an ``.mlir``/``.onnx`` file, a Python model (``model.py:make``) or a loaded one.
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
     The directory stays locked until the profile is written.
     """
     pending = pending or start_compile(program, out, options)
     try:
-        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, Path(program).resolve())
+        if pending.exported is not None:  # a Python model: its example inputs and its sources
+            options = with_exported_model(options, pending.exported)
+        model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
+        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, model)
     finally:
         pending.stop()
+
+
+def profile_python(target: object, args: tuple, out: Path, options: ProfileOptions, console: Console | None = None) -> Profile:
+    """Profile a JAX function or a ``torch.nn.Module`` at example ``args`` (see :func:`tracelink.profile`)."""
+    return profile(python_model(target, args), Path(out), options, console)
 
 
 def run_profile(

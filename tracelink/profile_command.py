@@ -66,7 +66,8 @@ def run_profile_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("profile", help="compile, run and profile a program; map time to source lines")
-    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch) or an ONNX model (.onnx)")
+    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch), an ONNX model (.onnx), "
+                        "or a Python model as model.py:make, where make() returns (jax_fn_or_torch_module, example_args)")
     parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
     parser.add_argument("--function", help="function to run (default: the only or first public one)")
     parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")

@@ -59,6 +59,9 @@ def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
         # Weights would be printed into every phase dump; constants IREE inlines into dispatches
         # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
         "--mlir-elide-elementsattrs-if-larger=4096",
+        # The same for weights held as resources (torch's FX importer writes them so): unelided, every
+        # phase dump repeated ResNet-18's 90 MB of weights (1.1 GB in all).
+        "--mlir-elide-resource-strings-if-larger=4096",
         f"--dump-compilation-phases-to={artifacts / 'phases'}",
         f"--iree-hal-dump-executable-sources-to={executables}",
         f"--iree-hal-dump-executable-configurations-to={executables}",

@@ -122,7 +122,8 @@ def run_tune(args: argparse.Namespace) -> int:
         if o.note:
             out.print(f"  {o.note}", markup=False)
     trials = args.profile / "tune" / "trials.csv"
-    program = profile.manifest.get("input", "<program>")
+    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its import
+    program = profile.summary.get("model") or profile.manifest.get("input", "<program>")
     if check is not None and check["tuned"]:
         out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
