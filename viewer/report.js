@@ -47,7 +47,7 @@
     var at = name.indexOf('dispatch_');
     return at > 0 ? name.slice(at) : name;
   }
-  var ROLE = { r: 'root', p: 'producer', i: 'init' };
+  var ROLE = { r: 'root', p: 'producer', i: 'init', a: 'absorbed' };
 
   // Marks: classes added by one kind of selection, removed together.
   function Marks() { this.items = []; }

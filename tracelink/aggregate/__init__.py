@@ -118,6 +118,7 @@ def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
             "workgroup_count": data["workgroup_count"],
             "root_ops": ";".join(ops.loc[ops["role"] == "root", "op"]),
             "producer_ops": ";".join(ops.loc[ops["role"] == "producer", "op"]),
+            "absorbed_ops": ";".join(ops.loc[ops["role"] == "absorbed", "op"]),
             "source_lines": ";".join(sorted({line for op in ops["op"] for line in lines_of[op]})),
         })
     table = pd.DataFrame(rows)
@@ -193,6 +194,7 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
             "op_names": data["op_names"], "op_kinds": data.get("op_kinds", ""), "in_input": data["in_input"], "compute": data["compute"],
             "root_of": ";".join(fed.get((node, "root"), [])),
             "producer_in": ";".join(fed.get((node, "producer"), [])),
+            "absorbed_in": ";".join(fed.get((node, "absorbed"), [])),
             "lines": ";".join(op_lines(graph, node)),
         })
     table = pd.DataFrame(rows)

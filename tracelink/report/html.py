@@ -847,6 +847,7 @@ GLOSSARY = (
     ("executable", "a compiled unit holding exports; IREE compiles identical dispatches once, so one executable can serve several call sites"),
     ("root op", "the op a dispatch is formed around and named after (its heaviest); codegen tiles it and fuses the rest into its tiles"),
     ("producer", "an op fused into another op's dispatch (typically elementwise), so its work happens inside that dispatch"),
+    ("absorbed", "an op the compiler merged into another op without keeping its location (a softmax's max, exp and sum raised into one softmax op at the divide's line); it shares that op's time by its own FLOPs"),
     ("init", "a fill that initialises an accumulator; it costs nothing and its location may come from another layer"),
     ("workgroup, tile", "a block of a dispatch's iteration space run by one worker thread; fewer workgroups than workers leaves cores idle"),
     ("self time", "time of the ops at a line itself (each fused op's time split between its locations)"),
@@ -868,7 +869,7 @@ def glossary_section(main) -> None:
 
 
 def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> dict:
-    role_code = {"root": "r", "producer": "p", "init": "i"}
+    role_code = {"root": "r", "producer": "p", "init": "i", "absorbed": "a"}
     lines = {
         key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
         for key, line in model.lines.items()

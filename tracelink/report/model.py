@@ -51,7 +51,7 @@ class Line:
     file: int
     number: int
     ops: list[str] = field(default_factory=list)
-    call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer"
+    call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer" | "absorbed"
     total_ns: float = 0.0  # self time
     mean_ns: float = 0.0
     share: float = 0.0
@@ -346,7 +346,7 @@ def number(value) -> float | None:
 
 
 KNOWN_CALL_SITE_COLUMNS = {
-    "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops",
+    "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops", "absorbed_ops",
     "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy",
     "tile_count_mean", "tile_duration_sum_mean_ns", *UTILIZATION_COLUMNS,
 }
