@@ -26,6 +26,7 @@ from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import clean, el, heat, ns, pct, rate
+from tracelink.report.components import components_view
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
@@ -196,6 +197,7 @@ def summary_section(main, model: ReportModel) -> None:
         card = el(cards, "div", class_="card", title=hint)
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
+    components_view(node, model)
     hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:

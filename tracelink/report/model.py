@@ -241,16 +241,20 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
             source_file.text = sources.read_lines(Path(source_file.path), MAX_OTHER_FILE_BYTES)
 
     for (path, number), nodes in at_line.items():
-        line = Line(key="", file=0, number=number, ops=list(nodes))
-        for node in nodes:
+        # the op holding most of the line's time first
+        held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0))[0] for node in nodes}
+        line = Line(key="", file=0, number=number, ops=sorted(nodes, key=lambda node: -held[node]))
+        for node in line.ops:
             op = ops[node]
             own, inclusive = fractions.get((node, path, number), (0.0, 0.0))
             line.total_ns += op["total_ns"] * own
             line.mean_ns += op["mean_ns"] * own
             line.share += op["share"] * own
             line.inclusive_share += op["share"] * inclusive
+            if own <= 0 and inclusive <= 0:
+                continue  # an op written here whose time goes to other lines
             for index, role in op["call_sites"]:
-                if line.call_sites.get(index) != "root":
+                if role != "init" and line.call_sites.get(index) != "root":  # only call sites giving the line time
                     line.call_sites[index] = role
         line.call_sites = dict(sorted(line.call_sites.items()))
         files[path].lines[number] = line
