@@ -8,16 +8,12 @@ the only child of their parent, and the top level, start open. Data from
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
 from tracelink.aggregate.components import component_table, kind_table
 from tracelink.report.fmt import el, ns, pct
+from tracelink.report.model import ReportModel
 from tracelink.report.widgets import bar, grid_table
-
-if TYPE_CHECKING:
-    from tracelink.report.model import ReportModel
 
 KIND_ROWS = 12
 

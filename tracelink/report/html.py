@@ -30,7 +30,8 @@ from tracelink.report.components import components_view
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
-from tracelink.report.model import ReportModel, build_model, short_export
+from tracelink.report.assemble import build_model
+from tracelink.report.model import ReportModel, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
 from tracelink.report.summary import short_paths
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
