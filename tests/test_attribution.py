@@ -1,7 +1,8 @@
 """Attribution invariants on every real program, checked against an independent reading of IREE's output.
 
-Each workload in ../shared/workloads (the MLIR ones; raw .onnx files need the ONNX importer) and each
-example is profiled for real. The checks do not use tracelink's provenance code: they parse the input
+Each workload in ../shared/workloads (the MLIR ones; raw .onnx files need the ONNX importer), each
+example and a real-weight ONNX SqueezeNet (ONNX's light model given random weights by
+../shared/tools/materialize_weights.py here, so its convolutions are real ones) are profiled for real. The checks do not use tracelink's provenance code: they parse the input
 program and the ``hal`` / ``dispatch-creation`` phase dumps here, with the MLIR bindings, and compare
 with what the runtime measured (the HAL collector's events).
 """
@@ -9,21 +10,38 @@ with what the runtime measured (the HAL collector's events).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import onnx
 
 import pandas as pd
 import pytest
 from iree.compiler import ir
 
-from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
+from tests.conftest import EXAMPLES, SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile
+from rich.console import Console
+
+from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import load_profile
+from tracelink.report.summary import print_summary
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
 REPETITIONS = 3
+REAL_WEIGHTS = "light_squeezenet_real_weights"  # made at test time (the weights are not kept in the repository)
 
 
 def test_every_shared_mlir_workload_is_covered():
     assert {p.stem for p in WORKLOADS.glob("*.mlir")} == set(WORKLOAD_RUNS)
+
+
+def real_weight_squeezenet(directory: Path) -> Path:
+    """ONNX's light SqueezeNet (shipped with the onnx package) with seeded random weights."""
+    source = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    target = directory / "light_squeezenet_real_weights.onnx"
+    subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(source), str(target)], check=True, capture_output=True)
+    return target
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +51,7 @@ def profiles(tmp_path_factory):
     for name, program in PROGRAMS.items():
         function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
         found[name] = run_profile(program, base / name, function=function, inputs=inputs, parameters=parameters, repetitions=REPETITIONS)
+    found[REAL_WEIGHTS] = run_profile(real_weight_squeezenet(base), base / REAL_WEIGHTS, repetitions=REPETITIONS)
     return found
 
 
@@ -71,11 +90,14 @@ def all_ops(op: ir.Operation):
 
 
 class InputReading:
-    """The input program's own lines: where functions start and where ops are written."""
+    """The input program's own lines: where functions start and where ops are written.
 
-    def __init__(self, program: Path, context: ir.Context) -> None:
+    ``path`` is the file the lines belong to: the program, or the ONNX model an imported program was read from.
+    """
+
+    def __init__(self, program: Path, context: ir.Context, path: Path | None = None) -> None:
         module = ir.Module.parseFile(str(program), context)
-        self.path = str(program)
+        self.path = str(path or program)
         self.function_lines = {p for op in module.body.operations if op.operation.name in ("func.func", "util.func") for p in positions(op.operation.location)}
         self.op_lines = {p for top in module.body.operations for op in all_ops(top.operation) for p in positions(op.location)}
         # Lines where only constants are written: no work at run time, even when IREE fuses their
@@ -100,10 +122,10 @@ class PhaseReading:
         self.dispatch_locations = [op.location for op in dispatches]
         self.dispatch_exports = [dispatch_export(op) for op in dispatches]
         created = ir.Module.parseFile(str(next(phases.glob("*.dispatch-creation.mlir"))), context)
-        self.regions = [
-            (set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)})
-            for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"
-        ]
+        workgroups = [op for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"]
+        self.regions = [(set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)}) for op in workgroups]
+        # Lines of the ops each region computes under their own location, not one the compiler merged.
+        self.unmerged = [{tuple(positions(inner.location)) for inner in all_ops(op) if len(members(inner.location)) == 1} for op in workgroups]
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +134,15 @@ def readings(profiles):
     context.allow_unregistered_dialects = True
     return {
         # the path the profile compiled (resolved: a symlinked checkout names the file as IREE saw it)
-        name: (InputReading(PROGRAMS[name].resolve(), context), PhaseReading(profile.directory / "artifacts" / "phases", context))
+        name: (input_reading(name, profile, context), PhaseReading(profile.directory / "artifacts" / "phases", context))
         for name, profile in profiles.items()
     }
+
+
+def input_reading(name: str, profile, context: ir.Context) -> InputReading:
+    if name in PROGRAMS:
+        return InputReading(PROGRAMS[name].resolve(), context)
+    return InputReading(profile.directory / "artifacts" / "imported.mlir", context, Path(profile.summary["model"]))
 
 
 def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
@@ -123,7 +151,7 @@ def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
 
 # Invariants ---------------------------------------------------------------------------------------
 
-NAMES = list(PROGRAMS)
+NAMES = [*PROGRAMS, REAL_WEIGHTS]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -215,6 +243,43 @@ def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name)
             assert producer_lines & bodies, (name, target, graph.nodes[source]["label"])
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_no_op_gets_time_from_a_dispatch_holding_none_of_its_own_ops(profiles, readings, name):
+    """A member of a location the compiler merged gets no part of a dispatch when its own ops run elsewhere.
+
+    An op's own ops are those written at its location alone. When some dispatch region computes ops at
+    an op's lines under their own location, the op's work is there: any other dispatch crediting it
+    must hold such an op too (checked on the regions whose location is the call site's). An op the
+    compiler absorbed without its location (role ``absorbed``) is exempt: it has no op left anywhere.
+    """
+    profile = profiles[name]
+    source, phases = readings[name]
+    graph = profile.graph
+
+    def innermost(stacks) -> set[tuple[str, int]]:
+        """The innermost line of each position stack that is not a function's line (IREE's wrapper)."""
+        return {line for stack in stacks for line in [p for p in stack if p not in source.function_lines][:1]}
+
+    def op_lines(node: str) -> set[tuple[str, int]]:
+        members_ = json.loads(graph.nodes[node]["members"])
+        return innermost([[(p.rsplit(":", 2)[0], int(p.rsplit(":", 2)[1])) for p in member["positions"]] for member in members_])
+
+    unmerged = [innermost(stacks) for stacks in phases.unmerged]
+    anywhere = set().union(*unmerged)
+    checked = 0
+    for source_op, target, data in graph.edges(data=True):
+        if data.get("kind") != "feeds" or data.get("role") in ("init", "absorbed") or data.get("weight", 0) <= 0:
+            continue
+        lines = op_lines(source_op)
+        if not lines & anywhere:
+            continue  # no op of its own anywhere: it exists only inside merged ops
+        site_lines = set(positions(phases.dispatch_locations[graph.nodes[target]["index"]])) - source.function_lines
+        here = set().union(*(lines_here for (own, _), lines_here in zip(phases.regions, unmerged) if own & site_lines))
+        assert lines & here, (name, graph.nodes[target]["label"], graph.nodes[source_op]["label"], data["weight"])
+        checked += 1
+    assert checked > 0
+
+
 def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
     profile = profiles["onnx_light_squeezenet_nodelocs"]
     assert load_profile(profile.directory).source_lines.empty  # no file:line anywhere: an empty table reads back
@@ -280,3 +345,46 @@ def test_onnx_node_names_are_the_source_locations(profiles):
     hot = profile.source_ops[profile.source_ops["total_ns"] > 0]
     assert (hot["name"].fillna("") != "").all()  # ONNX node names (loc("n7")), no file:line
     assert profile.summary["coverage"]["dispatch_time_with_source_lines_share"] == 0.0
+
+
+# Components ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_component_times_add_up_self_and_inclusive(profiles, name):
+    ops = profiles[name].source_ops
+    timed = float(ops["total_ns"].sum())
+    components = component_table(ops)
+    assert components["self_ns"].sum() == pytest.approx(timed)
+    assert components.loc[components["depth"] == 1, "inclusive_ns"].sum() == pytest.approx(timed)
+    children = components.groupby("parent")["inclusive_ns"].sum()
+    for row in components.itertuples():  # inclusive = self + the children's inclusive
+        assert row.inclusive_ns == pytest.approx(row.self_ns + children.get(row.component, 0.0))
+    kinds = kind_table(ops)
+    assert kinds["total_ns"].sum() == pytest.approx(timed)
+    assert (kinds["instances"] >= 1).all()
+
+
+def test_jax_components_are_its_name_scopes_and_the_summary_opens_with_them(profiles):
+    profile = profiles["jax_flax_mnist_mlp_locs"]
+    components = component_table(profile.source_ops).set_index("component")
+    dense = [f"jit(<lambda>)/MNISTMLPModel/Dense_{i}" for i in range(3)]
+    assert set(dense) <= set(components.index)
+    # the three Dense layers hold the matmuls: nearly all of the time, and the model scope includes them
+    assert sum(components.loc[d, "inclusive_share"] for d in dense) > 0.9
+    assert components.loc["jit(<lambda>)/MNISTMLPModel", "inclusive_ns"] >= sum(components.loc[d, "inclusive_ns"] for d in dense)
+    kinds = kind_table(profile.source_ops)
+    top = kinds.iloc[0]
+    assert (top["kind"], top["pattern"], top["instances"]) == ("stablehlo.dot_general", "jit(<lambda>)/MNISTMLPModel/Dense_*", 3)
+    console = Console(record=True, width=150)
+    print_summary(profile, console)
+    text = console.export_text()
+    order = [text.index(title) for title in ("Time by component", "Time by op kind", "Hottest source lines", "Hottest dispatches")]
+    assert order == sorted(order)
+    assert "Dense_0" in text.split("Time by op kind")[0]
+
+
+def test_ops_without_a_name_scope_form_their_own_group(profiles):
+    components = component_table(profiles["linalg_resnet18"].source_ops)  # file:line locations only, no names
+    assert list(components["component"]) == [NO_SCOPE]
+
