@@ -14,6 +14,8 @@ import re
 
 import pandas as pd
 
+from tracelink.provenance.regions import INIT_OPS
+
 NO_SCOPE = "(no scope)"
 SEPARATOR = "/"
 ONNX_PREFIX = re.compile(r"^onnx\.[^/:]+:")  # "onnx.Conv:" that tracelink's ONNX import puts before a node name
@@ -87,8 +89,8 @@ def depth_of(component: str) -> int:
 def kind_table(ops: pd.DataFrame, grand_total: float | None = None) -> pd.DataFrame:
     """Time per op kind across repeated layers.
 
-    Each source op with time (``name``, ``total_ns``, and ``op_kinds``, its compute op names, the first
-    taken as its kind) is grouped by its kind and its component with every number replaced by ``*``
+    Each source op with time (``name``, ``total_ns``, and ``op_kinds``, its compute op names; its kind is
+    the first that is not an accumulator's fill, which the frontend writes first at a matmul's location) is grouped by its kind and its component with every number replaced by ``*``
     (``encoder/layers.3/attention`` → ``encoder/layers.*/attention``), so the 24 attention softmaxes of
     a 24-layer encoder are one row. ``instances`` counts the distinct components folded into the row.
     Ordered by time.
@@ -100,7 +102,7 @@ def kind_table(ops: pd.DataFrame, grand_total: float | None = None) -> pd.DataFr
     components = timed["name"].map(component_of)
     frame = pd.DataFrame({
         "pattern": components.map(lambda component: component if component == NO_SCOPE else LAYER_INDEX.sub("*", component)),
-        "kind": kinds.fillna("").astype(str).map(lambda names: names.split(", ")[0] or "(unknown)"),
+        "kind": kinds.fillna("").astype(str).map(op_kind),
         "component": components, "total_ns": timed["total_ns"].astype(float),
     })
     total = grand_total if grand_total else float(frame["total_ns"].sum())
@@ -109,3 +111,10 @@ def kind_table(ops: pd.DataFrame, grand_total: float | None = None) -> pd.DataFr
     )
     table["share"] = table["total_ns"] / total
     return table[KIND_COLUMNS].sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def op_kind(names: str) -> str:
+    """An op's kind from its compute op names (``linalg.fill, linalg.matmul`` → ``linalg.matmul``)."""
+    kinds = [name for name in names.split(", ") if name]
+    return next((kind for kind in kinds if kind not in INIT_OPS), kinds[0] if kinds else "(unknown)")
+
