@@ -71,6 +71,20 @@ def positions(loc: ir.Location) -> list[tuple[str, int]]:
     return []
 
 
+def keys(loc: ir.Location) -> list[tuple[str, int]]:
+    """The positions of a location, or for members located by a name only (ONNX nodes), their names as (name, 0)."""
+    found = positions(loc)
+    if found:
+        return found
+    if isinstance(loc, ir.NameLoc):
+        return [(loc.name_str, 0)]
+    if isinstance(loc, ir.CallSiteLoc):
+        return keys(loc.callee)
+    if isinstance(loc, ir.FusedLoc):
+        return [key for member in loc.locations for key in keys(member)]
+    return []
+
+
 def members(loc: ir.Location) -> list[ir.Location]:
     """The members of a fused location (looking through call-site wrappers), else the location itself."""
     if isinstance(loc, ir.CallSiteLoc):
@@ -125,7 +139,8 @@ class PhaseReading:
         workgroups = [op for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"]
         self.regions = [(set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)}) for op in workgroups]
         # Lines of the ops each region computes under their own location, not one the compiler merged.
-        self.unmerged = [{tuple(positions(inner.location)) for inner in all_ops(op) if len(members(inner.location)) == 1} for op in workgroups]
+        self.unmerged = [{tuple(keys(inner.location)) for inner in all_ops(op) if len(members(inner.location)) == 1} for op in workgroups]
+        self.region_keys = [set(keys(op.location)) for op in workgroups]
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +276,12 @@ def test_no_op_gets_time_from_a_dispatch_holding_none_of_its_own_ops(profiles, r
         return {line for stack in stacks for line in [p for p in stack if p not in source.function_lines][:1]}
 
     def op_lines(node: str) -> set[tuple[str, int]]:
-        members_ = json.loads(graph.nodes[node]["members"])
-        return innermost([[(p.rsplit(":", 2)[0], int(p.rsplit(":", 2)[1])) for p in member["positions"]] for member in members_])
+        stacks = [
+            [(p.rsplit(":", 2)[0], int(p.rsplit(":", 2)[1])) for p in member["positions"]]
+            or [(member["frames"][0].removeprefix('loc("').split('"')[0], 0)]  # located by a name only
+            for member in json.loads(graph.nodes[node]["members"])
+        ]
+        return innermost(stacks)
 
     unmerged = [innermost(stacks) for stacks in phases.unmerged]
     anywhere = set().union(*unmerged)
@@ -273,8 +292,11 @@ def test_no_op_gets_time_from_a_dispatch_holding_none_of_its_own_ops(profiles, r
         lines = op_lines(source_op)
         if not lines & anywhere:
             continue  # no op of its own anywhere: it exists only inside merged ops
-        site_lines = set(positions(phases.dispatch_locations[graph.nodes[target]["index"]])) - source.function_lines
-        here = set().union(*(lines_here for (own, _), lines_here in zip(phases.regions, unmerged) if own & site_lines))
+        # the hal dispatches of the call site's export (call sites are numbered run first, initializers last)
+        export = graph.nodes[target]["export"]
+        site_lines = {p for loc, name in zip(phases.dispatch_locations, phases.dispatch_exports) if name == export for p in keys(loc)}
+        site_lines -= source.function_lines
+        here = set().union(*(lines_here for own, lines_here in zip(phases.region_keys, unmerged) if own & site_lines))
         assert lines & here, (name, graph.nodes[target]["label"], graph.nodes[source_op]["label"], data["weight"])
         checked += 1
     assert checked > 0
