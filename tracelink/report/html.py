@@ -721,7 +721,7 @@ def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], tem
     node = section(
         main, "graph", "Provenance graph",
         "Source ops (grouped by name scope, else file) → dispatch call sites → exports → executables. Click a node to highlight everything "
-        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer (a fill that "
+        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer; dotted: an op absorbed into it (a fill that "
         "CSE shares between layers is connected, not drawn). The minimap beside it shows the whole view; click or drag on it to scroll.",
     )
     tools = el(node, "div", class_="tools")
