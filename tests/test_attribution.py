@@ -121,6 +121,15 @@ class InputReading:
         }
 
 
+# Ops that carry a location without doing work of their own: terminators, buffers, constants, fills
+# (CSE shares them between layers), and the dispatch's loads and stores.
+NO_WORK = ("tensor.empty", "linalg.fill", "arith.constant", "flow.return", "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store")
+
+
+def does_work(op: ir.Operation) -> bool:
+    return op.name not in NO_WORK and not op.name.endswith("yield")
+
+
 def dispatch_export(op: ir.Operation) -> str:
     """The export a ``hal.command_buffer.dispatch`` calls (``@exe::@variant::@export`` → ``export``)."""
     lookup = next(v.owner for v in op.operands if getattr(v.owner, "name", "") == "hal.executable.lookup.function")
@@ -139,7 +148,9 @@ class PhaseReading:
         workgroups = [op for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"]
         self.regions = [(set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)}) for op in workgroups]
         # Lines of the ops each region computes under their own location, not one the compiler merged.
-        self.unmerged = [{tuple(keys(inner.location)) for inner in all_ops(op) if len(members(inner.location)) == 1} for op in workgroups]
+        self.unmerged = [
+            {tuple(keys(inner.location)) for inner in all_ops(op) if does_work(inner) and len(members(inner.location)) == 1} for op in workgroups
+        ]
         self.region_keys = [set(keys(op.location)) for op in workgroups]
 
 
