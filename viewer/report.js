@@ -555,6 +555,11 @@
   }
 
   // Events --------------------------------------------------------------------------------------
+  // Cells of the dispatch table carry no title where it would repeat their text: a cut one gets it on hover.
+  document.addEventListener('mouseover', function (event) {
+    var cell = event.target instanceof Element ? event.target.closest('#dispatch-table td') : null;
+    if (cell && !cell.title && cell.scrollWidth > cell.clientWidth) { cell.title = cell.textContent; }
+  });
   document.addEventListener('click', function (event) {
     var target = event.target;
     if (!(target instanceof Element)) { return; }

@@ -185,7 +185,7 @@ def summary_section(main, model: ReportModel) -> None:
     ]
     for label, value in rows:
         el(meta, "dt", None, label)
-        el(meta, "dd", None, value, title="\n".join(map(str, summary.get("inputs", []))) if label == "inputs" else None)
+        el(meta, "dd", None, value, title=inputs_title(summary.get("inputs", [])) if label == "inputs" else None)
     cards = el(node, "div", class_="cards")
     audit_counts = cover.get("audit_counts", {})
     for value, label, hint in (
@@ -320,6 +320,15 @@ def fused_cell(cell, model: ReportModel, same: list, names: dict[str, str]) -> N
         el(cell, "span", class_="muted small", text=f" {line_kinds(model, other.ops)}")
     if len(fused) > FUSED_SHOWN:
         el(cell, "span", class_="more", text=f" +{len(fused) - FUSED_SHOWN} more")
+
+
+INPUTS_IN_TITLE = 40  # a program with a thousand weight arguments lists the first ones
+
+
+def inputs_title(inputs: list) -> str:
+    """Every input on its own line, the first :data:`INPUTS_IN_TITLE` of them."""
+    listed = "\n".join(map(str, inputs[:INPUTS_IN_TITLE]))
+    return listed + (f"\n… {len(inputs) - INPUTS_IN_TITLE} more" if len(inputs) > INPUTS_IN_TITLE else "")
 
 
 def inputs_text(inputs: list, shown: int = 4) -> str:
@@ -520,7 +529,8 @@ def dispatch_section(main, model: ReportModel) -> None:
         chip(cell, index)
         if site["phase"] != "run":
             el(cell, "span", class_="badge", title="runs once, at load (initializer)", text="init")
-        el(row, "td", class_="src", title=site["loc"], text=short_loc(site["loc"]))
+        shown = short_loc(site["loc"])  # a title only where the text is cut (the viewer titles cut cells on hover)
+        el(row, "td", class_="src", title=site["loc"] if shown != site["loc"] else None, text=shown)
         el(row, "td", class_="mono", title=site["export"], text=short_export(site["export"]))
         el(row, "td", class_="mono", text=site["root_op"])
         bar(el(row, "td", data_v=number_text(site["share"])), site["share"])
@@ -539,7 +549,7 @@ def dispatch_section(main, model: ReportModel) -> None:
         parallel = site["tile_duration_sum_mean_ns"] / site["mean_ns"] if site["tile_duration_sum_mean_ns"] and site["mean_ns"] else None
         el(row, "td", class_="num", data_v=number_text(parallel), text=f"{parallel:.2f}" if parallel is not None else "–")
         el(row, "td", class_="mono", title=site["executable"], text=short_export(site["executable"]))
-        el(row, "td", class_="mono shapes", title=site["shapes"], text=site["shapes"])
+        el(row, "td", class_="mono shapes", text=site["shapes"])
         for name in model.counters:
             value = site["extra"].get(name)
             el(row, "td", class_="num", data_v=number_text(value), text=f"{value:.4g}" if value is not None else "–")
