@@ -77,9 +77,22 @@
     return filesById[parts[0]].name + ':' + parts[1];
   }
 
+  // A big file's lines come as a template (packed with the others in a big report): put in place once the
+  // page is interactive, or first when a line is asked for.
+  function codePacked() { return document.querySelector('.code.src[data-packed]') !== null; }
+  function withCode(then) {
+    withTemplates(function () {
+      $$('.code.src[data-packed]').forEach(function (slot) {
+        var template = document.getElementById('t-code-' + slot.getAttribute('data-packed'));
+        if (template) { slot.replaceWith(document.importNode(template.content, true)); template.remove(); }
+      });
+      then();
+    });
+  }
   function selectLine(key, scroll) {
     var line = D.lines[key];
     if (!line) { return; }
+    if (codePacked()) { withCode(function () { selectLine(key, scroll); }); return; }
     lineMarks.clear();
     var fileId = key.split(':')[0];
     showFile(fileId);
@@ -153,6 +166,7 @@
   }
 
   function goLine(key) {
+    if (codePacked()) { withCode(function () { goLine(key); }); return; }
     var row = lineRow(key);
     selectLine(key, false);
     if (row) { row.scrollIntoView({ block: 'center' }); }
@@ -602,5 +616,8 @@
   var hash = decodeURIComponent(location.hash || '');
   var match = /^#L-(f\d+)-(\d+)$/.exec(hash);
   if (match && D.lines[match[1] + ':' + match[2]]) { goLine(match[1] + ':' + match[2]); }
+  if (codePacked()) {
+    addEventListener('load', function () { setTimeout(function () { (window.requestIdleCallback || setTimeout)(function () { withCode(function () {}); }); }); });
+  }
   document.body.classList.add('js');
 }());

@@ -42,6 +42,10 @@ from tracelink.report.zones import runtime_section
 ASSETS = ("report.css", "report.js")
 # Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
 PACK_BYTES = 200_000
+# A file view with more lines than this is a template too (packed with the others in a big report): the
+# viewer puts it in place once the page is interactive, or when a line is first asked for. A 1,000-layer
+# program's text was a third of its report and most of the nodes parsed at load.
+TEMPLATE_FILE_LINES = 1000
 # Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
 GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
@@ -116,13 +120,13 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     for anchor, label in anchors:
         el(nav, "a", href=f"#{anchor}", text=label)
     main = el(body, "main")
+    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
     summary_section(main, model)
-    source_section(main, model)
+    source_section(main, model, templates)
     flame_section(main, model)
     dispatch_section(main, model)
     if model.zones is not None:
         runtime_section(main, model.zones)
-    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
     graph_section(main, model, layouts, templates)
     audit_section(main, model)
     glossary_section(main)
@@ -369,7 +373,7 @@ def short_loc(loc: str, limit: int = 48) -> str:
 # Source --------------------------------------------------------------------------------------------
 
 
-def source_section(main, model: ReportModel) -> None:
+def source_section(main, model: ReportModel, templates) -> None:
     node = section(
         main, "source", "Source",
         "Each line's self share of dispatch time: an op's time is split between the members of its fused location, each part on its innermost line. "
@@ -387,7 +391,7 @@ def source_section(main, model: ReportModel) -> None:
     layout = el(node, "div", class_="source-layout")
     files = el(layout, "div", class_="files")
     for source in model.files:
-        file_view(files, model, source)
+        file_view(files, model, source, templates)
     details = el(layout, "aside", id="line-details", class_="details")
     el(details, "p", class_="muted", text="Select a line to see its dispatches.")
     skipped_sources(node, model.skipped_sources)
@@ -403,9 +407,10 @@ def skipped_sources(parent, skipped: dict[str, str]) -> None:
         el(ul, "li", class_="mono", text=f"{path}: {reason}")
 
 
-def file_view(parent, model: ReportModel, source) -> None:
+def file_view(parent, model: ReportModel, source, templates) -> None:
     """One file's lines. A big program has thousands, so each is a few nodes: its number is a
-    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`)."""
+    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`). Beyond
+    :data:`TEMPLATE_FILE_LINES` lines they go to a template the viewer puts in place (``data-packed``)."""
     view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
     if source.index != 0:
         view.set("hidden", "hidden")
@@ -421,7 +426,12 @@ def file_view(parent, model: ReportModel, source) -> None:
         el(jump, "span", class_="muted", text="hottest:")
         for line in hottest:
             el(jump, "a", href="#", class_="lnk", data_k=line.key, title=pct(line.share), text=f"{line.number} ({pct(line.share)})")
-    code = el(view, "div", class_="code src" + (" gains" if model.gains is not None else ""))
+    classes = "code src" + (" gains" if model.gains is not None else "")
+    if len(source.shown) > TEMPLATE_FILE_LINES:
+        el(view, "div", class_=classes, data_packed=source.id, text=f"{len(source.shown)} lines, shown in a moment…")
+        code = el(el(templates, "template", id=f"t-code-{source.id}"), "div", class_=classes)
+    else:
+        code = el(view, "div", class_=classes)
     previous = 0
     for number in source.shown:
         skipped = number - previous - 1
