@@ -274,12 +274,14 @@ def test_a_big_programs_lines_are_put_in_place_once_the_page_is_interactive(brow
     assert sorted(opened.eval("[...document.querySelectorAll('#dispatch-table tbody tr.hl')].map(r => Number(r.dataset.cs))")) == sorted(sites) != []
     # a line named in the URL, before the lines are in place
     number = key.split(":")[1]
-    linked = Opened(browser, Path(f"{report}"))
-    linked.page.goto(report.resolve().as_uri() + f"#L-{key.split(':')[0]}-{number}")
-    linked.page.wait_for_function("document.querySelectorAll('.code.src .ln.sel').length === 1", timeout=60000)
-    assert linked.eval("document.querySelector('.code.src .ln.sel').dataset.k") == key
+    linked = browser.new_page()
+    errors: list[str] = []
+    linked.on("pageerror", lambda error: errors.append(str(error)))
+    linked.goto(report.resolve().as_uri() + f"#L-{key.split(':')[0]}-{number}")
+    linked.wait_for_function("document.querySelectorAll('.code.src .ln.sel').length === 1", timeout=60000)
+    assert linked.evaluate("document.querySelector('.code.src .ln.sel').dataset.k") == key
+    assert errors == []
     opened.check_clean()
-    linked.check_clean()
 
 
 def test_ops_group_by_name_scope():
