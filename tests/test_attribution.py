@@ -23,6 +23,7 @@ from iree.compiler import ir
 from tests.conftest import EXAMPLES, SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile
 from rich.console import Console
 
+from tracelink.aggregate import op_line_shares
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import load_profile
 from tracelink.report.summary import print_summary
@@ -378,6 +379,25 @@ def test_onnx_node_names_are_the_source_locations(profiles):
     hot = profile.source_ops[profile.source_ops["total_ns"] > 0]
     assert (hot["name"].fillna("") != "").all()  # ONNX node names (loc("n7")), no file:line
     assert profile.summary["coverage"]["dispatch_time_with_source_lines_share"] == 0.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_lines_call_sites_give_it_time_and_its_ops_lead_with_the_one_holding_most(profiles, name):
+    profile = profiles[name]
+    graph = profile.graph
+    feeding = {(source, graph.nodes[target]["index"]) for source, target, data in graph.edges(data=True)
+               if data.get("kind") == "feeds" and data.get("weight", 0) > 0}
+    shares = op_line_shares(graph).set_index(["op", "file", "line"])["self"]
+    op_ns = profile.source_ops.set_index("op")["total_ns"]
+    checked = 0
+    for row in profile.source_lines[profile.source_lines["total_ns"] > 0].itertuples():
+        ops = str(row.ops).split(";")
+        for site in str(row.call_site_ids).split(";"):
+            assert any((op, int(site)) in feeding for op in ops), (name, row.file, row.line, site)
+        held = [op_ns.get(op, 0.0) * shares.get((op, row.file, row.line), 0.0) for op in ops]
+        assert held[0] == pytest.approx(max(held)), (name, row.file, row.line)
+        checked += 1
+    assert checked > 0 or name == "onnx_light_squeezenet_nodelocs"
 
 
 # Components ----------------------------------------------------------------------------------------
