@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracelink.aggregate import grouped_stats, median_interval_ranks
+from tracelink.aggregate.components import NO_SCOPE, component_of
 
 
 @settings(max_examples=50, deadline=None)
@@ -54,3 +55,11 @@ def test_t_quantiles():
     assert t_quantile_975(1) == 12.706 and t_quantile_975(30) == 2.042
     assert t_quantile_975(120) == pytest.approx(1.980, abs=1e-3)
     assert t_quantile_975(10_000) == pytest.approx(1.960, abs=1e-3)
+
+
+def test_component_of_is_the_name_scope():
+    assert component_of("Dense_0/dot_general") == "Dense_0"  # JAX
+    assert component_of("onnx.Conv:conv1/7x7_s2") == "conv1"  # ONNX, as tracelink's import names it
+    assert component_of("encoder/layers.3/attention/matmul") == "encoder/layers.3/attention"  # torch module path
+    assert component_of("onnx.Relu:n7") == component_of("fc1") == component_of(None) == component_of("") == NO_SCOPE
+

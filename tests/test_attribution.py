@@ -1,7 +1,8 @@
 """Attribution invariants on every real program, checked against an independent reading of IREE's output.
 
-Each workload in ../shared/workloads (the MLIR ones; raw .onnx files need the ONNX importer) and each
-example is profiled for real. The checks do not use tracelink's provenance code: they parse the input
+Each workload in ../shared/workloads (the MLIR ones; raw .onnx files need the ONNX importer), each
+example and a real-weight ONNX SqueezeNet (ONNX's light model given random weights by
+../shared/tools/materialize_weights.py here, so its convolutions are real ones) are profiled for real. The checks do not use tracelink's provenance code: they parse the input
 program and the ``hal`` / ``dispatch-creation`` phase dumps here, with the MLIR bindings, and compare
 with what the runtime measured (the HAL collector's events).
 """
@@ -9,15 +10,24 @@ with what the runtime measured (the HAL collector's events).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import onnx
 
 import pandas as pd
 import pytest
 from iree.compiler import ir
 
-from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
+from tests.conftest import EXAMPLES, SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile
+from rich.console import Console
+
+from tracelink.aggregate import op_line_shares
+from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile
+from tracelink.report.summary import print_summary
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
 REPETITIONS = 3
@@ -29,6 +39,7 @@ ON_VULKAN = ("jax_flax_mnist_mlp_locs", "braggnn_torch", "mnist_mlp_trained", "c
 def program_of(case: str) -> str:
     """The program of a test case: ``name`` (llvm-cpu, local-task) or ``name@vulkan``."""
     return case.split("@")[0]
+REAL_WEIGHTS = "light_squeezenet_real_weights"  # made at test time (the weights are not kept in the repository)
 
 
 def test_every_shared_mlir_workload_is_covered():
@@ -44,11 +55,22 @@ class Profiles(dict):
 
     def __missing__(self, case: str):
         name, _, device = case.partition("@")
+        if name == REAL_WEIGHTS:
+            self[case] = run_profile(real_weight_squeezenet(self.base), self.base / REAL_WEIGHTS, repetitions=REPETITIONS)
+            return self[case]
         function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
         # no "@" in the directory: iree-benchmark-module reads --module=a@b as a file and a suffix
         self[case] = run_profile(PROGRAMS[name], self.base / case.replace("@", "-on-"), function=function, inputs=inputs, parameters=parameters,
                                  repetitions=REPETITIONS, compile=CompileOptions(device=device or "local-task"))
         return self[case]
+
+
+def real_weight_squeezenet(directory: Path) -> Path:
+    """ONNX's light SqueezeNet (shipped with the onnx package) with seeded random weights."""
+    source = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    target = directory / "light_squeezenet_real_weights.onnx"
+    subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(source), str(target)], check=True, capture_output=True)
+    return target
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +94,20 @@ def positions(loc: ir.Location) -> list[tuple[str, int]]:
     return []
 
 
+def keys(loc: ir.Location) -> list[tuple[str, int]]:
+    """The positions of a location, or for members located by a name only (ONNX nodes), their names as (name, 0)."""
+    found = positions(loc)
+    if found:
+        return found
+    if isinstance(loc, ir.NameLoc):
+        return [(loc.name_str, 0)]
+    if isinstance(loc, ir.CallSiteLoc):
+        return keys(loc.callee)
+    if isinstance(loc, ir.FusedLoc):
+        return [key for member in loc.locations for key in keys(member)]
+    return []
+
+
 def members(loc: ir.Location) -> list[ir.Location]:
     """The members of a fused location (looking through call-site wrappers), else the location itself."""
     if isinstance(loc, ir.CallSiteLoc):
@@ -91,11 +127,14 @@ def all_ops(op: ir.Operation):
 
 
 class InputReading:
-    """The input program's own lines: where functions start and where ops are written."""
+    """The input program's own lines: where functions start and where ops are written.
 
-    def __init__(self, program: Path, context: ir.Context) -> None:
+    ``path`` is the file the lines belong to: the program, or the ONNX model an imported program was read from.
+    """
+
+    def __init__(self, program: Path, context: ir.Context, path: Path | None = None) -> None:
         module = ir.Module.parseFile(str(program), context)
-        self.path = str(program)
+        self.path = str(path or program)
         self.function_lines = {p for op in module.body.operations if op.operation.name in ("func.func", "util.func") for p in positions(op.operation.location)}
         self.op_lines = {p for top in module.body.operations for op in all_ops(top.operation) for p in positions(op.location)}
         # Lines where only constants are written: no work at run time, even when IREE fuses their
@@ -103,6 +142,15 @@ class InputReading:
         self.constant_lines = self.op_lines - {
             p for top in module.body.operations for op in all_ops(top.operation) if op.name != "arith.constant" for p in positions(op.location)
         }
+
+
+# Ops that carry a location without doing work of their own: terminators, buffers, constants, fills
+# (CSE shares them between layers), and the dispatch's loads and stores.
+NO_WORK = ("tensor.empty", "linalg.fill", "arith.constant", "flow.return", "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store")
+
+
+def does_work(op: ir.Operation) -> bool:
+    return op.name not in NO_WORK and not op.name.endswith("yield")
 
 
 def dispatch_export(op: ir.Operation) -> str:
@@ -120,10 +168,13 @@ class PhaseReading:
         self.dispatch_locations = [op.location for op in dispatches]
         self.dispatch_exports = [dispatch_export(op) for op in dispatches]
         created = ir.Module.parseFile(str(next(phases.glob("*.dispatch-creation.mlir"))), context)
-        self.regions = [
-            (set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)})
-            for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"
+        workgroups = [op for op in all_ops(created.operation) if op.name == "flow.dispatch.workgroups"]
+        self.regions = [(set(positions(op.location)), {p for inner in all_ops(op) for p in positions(inner.location)}) for op in workgroups]
+        # Lines of the ops each region computes under their own location, not one the compiler merged.
+        self.unmerged = [
+            {tuple(keys(inner.location)) for inner in all_ops(op) if does_work(inner) and len(members(inner.location)) == 1} for op in workgroups
         ]
+        self.region_keys = [set(keys(op.location)) for op in workgroups]
 
 
 class Readings(dict):
@@ -137,7 +188,7 @@ class Readings(dict):
 
     def __missing__(self, case: str):
         # the path the profile compiled (resolved: a symlinked checkout names the file as IREE saw it)
-        self[case] = (InputReading(PROGRAMS[program_of(case)].resolve(), self.context),
+        self[case] = (input_reading(program_of(case), self.profiles[case], self.context),
                       PhaseReading(self.profiles[case].directory / "artifacts" / "phases", self.context))
         return self[case]
 
@@ -147,13 +198,19 @@ def readings(profiles):
     return Readings(profiles)
 
 
+def input_reading(name: str, profile, context: ir.Context) -> InputReading:
+    if name in PROGRAMS:
+        return InputReading(PROGRAMS[name].resolve(), context)
+    return InputReading(profile.directory / "artifacts" / "imported.mlir", context, Path(profile.summary["model"]))
+
+
 def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
     return {(row.file, int(row.line)) for row in frame.itertuples() if getattr(row, column) > 0}
 
 
 # Invariants ---------------------------------------------------------------------------------------
 
-NAMES = list(PROGRAMS) + [f"{name}@vulkan" for name in ON_VULKAN]
+NAMES = [*PROGRAMS, REAL_WEIGHTS] + [f"{name}@vulkan" for name in ON_VULKAN]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -245,6 +302,50 @@ def test_every_producer_is_written_inside_its_dispatch(profiles, readings, name)
             assert producer_lines & bodies, (name, target, graph.nodes[source]["label"])
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_no_op_gets_time_from_a_dispatch_holding_none_of_its_own_ops(profiles, readings, name):
+    """A member of a location the compiler merged gets no part of a dispatch when its own ops run elsewhere.
+
+    An op's own ops are those written at its location alone. When some dispatch region computes ops at
+    an op's lines under their own location, the op's work is there: any other dispatch crediting it
+    must hold such an op too (checked on the regions whose location is the call site's). An op the
+    compiler absorbed without its location (role ``absorbed``) is exempt: it has no op left anywhere.
+    """
+    profile = profiles[name]
+    source, phases = readings[name]
+    graph = profile.graph
+
+    def innermost(stacks) -> set[tuple[str, int]]:
+        """The innermost line of each position stack that is not a function's line (IREE's wrapper)."""
+        return {line for stack in stacks for line in [p for p in stack if p not in source.function_lines][:1]}
+
+    def op_lines(node: str) -> set[tuple[str, int]]:
+        stacks = [
+            [(p.rsplit(":", 2)[0], int(p.rsplit(":", 2)[1])) for p in member["positions"]]
+            or [(member["frames"][0].removeprefix('loc("').split('"')[0], 0)]  # located by a name only
+            for member in json.loads(graph.nodes[node]["members"])
+        ]
+        return innermost(stacks)
+
+    unmerged = [innermost(stacks) for stacks in phases.unmerged]
+    anywhere = set().union(*unmerged)
+    checked = 0
+    for source_op, target, data in graph.edges(data=True):
+        if data.get("kind") != "feeds" or data.get("role") in ("init", "absorbed") or data.get("weight", 0) <= 0:
+            continue
+        lines = op_lines(source_op)
+        if not lines & anywhere:
+            continue  # no op of its own anywhere: it exists only inside merged ops
+        # the hal dispatches of the call site's export (call sites are numbered run first, initializers last)
+        export = graph.nodes[target]["export"]
+        site_lines = {p for loc, name in zip(phases.dispatch_locations, phases.dispatch_exports) if name == export for p in keys(loc)}
+        site_lines -= source.function_lines
+        here = set().union(*(lines_here for own, lines_here in zip(phases.region_keys, unmerged) if own & site_lines))
+        assert lines & here, (name, graph.nodes[target]["label"], graph.nodes[source_op]["label"], data["weight"])
+        checked += 1
+    assert checked > 0
+
+
 def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
     profile = profiles["onnx_light_squeezenet_nodelocs"]
     assert load_profile(profile.directory).source_lines.empty  # no file:line anywhere: an empty table reads back
@@ -316,7 +417,68 @@ def test_onnx_node_names_are_the_source_locations(profiles):
 def test_every_run_call_site_has_one_event_per_call_and_none_is_reported_missing(profiles, name):
     summary = profiles[name].summary
     cover = summary["coverage"]
-    assert "profiler_flushed" not in summary and not summary["profiler_dropped_records"]  # far below IREE's ring: one run, nothing lost
+    assert "profiler_flushed" not in summary and not summary.get("profiler_dropped_records")  # far below IREE's ring: one run, nothing lost
     assert cover["events_expected_per_call_site"] == REPETITIONS
     assert cover["missing_events"] == [] and cover["events_missing"] == 0
     assert cover["events"] == cover["call_sites"] * REPETITIONS
+
+
+def test_a_lines_call_sites_give_it_time_and_its_ops_lead_with_the_one_holding_most(profiles, name):
+    profile = profiles[name]
+    graph = profile.graph
+    feeding = {(source, graph.nodes[target]["index"]) for source, target, data in graph.edges(data=True)
+               if data.get("kind") == "feeds" and data.get("weight", 0) > 0}
+    shares = op_line_shares(graph).set_index(["op", "file", "line"])["self"]
+    op_ns = profile.source_ops.set_index("op")["total_ns"]
+    checked = 0
+    for row in profile.source_lines[profile.source_lines["total_ns"] > 0].itertuples():
+        ops = str(row.ops).split(";")
+        for site in str(row.call_site_ids).split(";"):
+            assert any((op, int(site)) in feeding for op in ops), (name, row.file, row.line, site)
+        held = [op_ns.get(op, 0.0) * shares.get((op, row.file, row.line), 0.0) for op in ops]
+        assert held[0] == pytest.approx(max(held)), (name, row.file, row.line)
+        checked += 1
+    assert checked > 0 or name == "onnx_light_squeezenet_nodelocs"
+
+
+# Components ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_component_times_add_up_self_and_inclusive(profiles, name):
+    ops = profiles[name].source_ops
+    timed = float(ops["total_ns"].sum())
+    components = component_table(ops)
+    assert components["self_ns"].sum() == pytest.approx(timed)
+    assert components.loc[components["depth"] == 1, "inclusive_ns"].sum() == pytest.approx(timed)
+    children = components.groupby("parent")["inclusive_ns"].sum()
+    for row in components.itertuples():  # inclusive = self + the children's inclusive
+        assert row.inclusive_ns == pytest.approx(row.self_ns + children.get(row.component, 0.0))
+    kinds = kind_table(ops)
+    assert kinds["total_ns"].sum() == pytest.approx(timed)
+    assert (kinds["instances"] >= 1).all()
+
+
+def test_jax_components_are_its_name_scopes_and_the_summary_opens_with_them(profiles):
+    profile = profiles["jax_flax_mnist_mlp_locs"]
+    components = component_table(profile.source_ops).set_index("component")
+    dense = [f"jit(<lambda>)/MNISTMLPModel/Dense_{i}" for i in range(3)]
+    assert set(dense) <= set(components.index)
+    # the three Dense layers hold the matmuls: nearly all of the time, and the model scope includes them
+    assert sum(components.loc[d, "inclusive_share"] for d in dense) > 0.9
+    assert components.loc["jit(<lambda>)/MNISTMLPModel", "inclusive_ns"] >= sum(components.loc[d, "inclusive_ns"] for d in dense)
+    kinds = kind_table(profile.source_ops)
+    top = kinds.iloc[0]
+    assert (top["kind"], top["pattern"], top["instances"]) == ("stablehlo.dot_general", "jit(<lambda>)/MNISTMLPModel/Dense_*", 3)
+    console = Console(record=True, width=150)
+    print_summary(profile, console)
+    text = console.export_text()
+    order = [text.index(title) for title in ("Time by component", "Time by op kind", "Hottest source lines", "Hottest dispatches")]
+    assert order == sorted(order)
+    assert "Dense_0" in text.split("Time by op kind")[0]
+
+
+def test_ops_without_a_name_scope_form_their_own_group(profiles):
+    components = component_table(profiles["linalg_resnet18"].source_ops)  # file:line locations only, no names
+    assert list(components["component"]) == [NO_SCOPE]
+

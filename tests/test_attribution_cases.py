@@ -50,12 +50,29 @@ func.func @main(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>) -> tensor<128x
 }
 """
 
+# A softmax written out op by op: IREE raises max, subtract, exp, sum and divide into one linalg.softmax
+# that keeps only the divide's location (the others are "absorbed" in the audit).
+SOFTMAX = """
+func.func @main(%x: tensor<64x512xf32>) -> tensor<64x512xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %max = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1] : (tensor<64x512xf32>, tensor<f32>) -> tensor<64xf32> loc("attn/softmax/max"("model.py":10:5))
+  %maxb = stablehlo.broadcast_in_dim %max, dims = [0] : (tensor<64xf32>) -> tensor<64x512xf32> loc("attn/softmax/max_b"("model.py":11:5))
+  %sub = stablehlo.subtract %x, %maxb : tensor<64x512xf32> loc("attn/softmax/sub"("model.py":12:5))
+  %exp = stablehlo.exponential %sub : tensor<64x512xf32> loc("attn/softmax/exp"("model.py":13:5))
+  %sum = stablehlo.reduce(%exp init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<64x512xf32>, tensor<f32>) -> tensor<64xf32> loc("attn/softmax/sum"("model.py":14:5))
+  %sumb = stablehlo.broadcast_in_dim %sum, dims = [0] : (tensor<64xf32>) -> tensor<64x512xf32> loc("attn/softmax/sum_b"("model.py":15:5))
+  %div = stablehlo.divide %exp, %sumb : tensor<64x512xf32> loc("attn/softmax/div"("model.py":16:5))
+  return %div : tensor<64x512xf32>
+}
+"""
+
 
 @pytest.fixture(scope="module")
 def case_profiles(tmp_path_factory):
     base = tmp_path_factory.mktemp("cases")
     found = {}
-    for name, text in {"fused": FUSED_MEMBERS, "cse": CSE_FILLS, "named": NAMED_MODULE_UNUSED_ARGUMENT, "stack": PYTHON_STACK}.items():
+    for name, text in {"fused": FUSED_MEMBERS, "cse": CSE_FILLS, "named": NAMED_MODULE_UNUSED_ARGUMENT, "stack": PYTHON_STACK, "softmax": SOFTMAX}.items():
         program = base / f"{name}.mlir"
         program.write_text(text)
         found[name] = run_profile(program, base / name, repetitions=3)
@@ -112,3 +129,25 @@ def test_python_stack_self_time_on_the_library_line_user_view_on_the_calling_lin
         assert row["inclusive_ns"] == pytest.approx(matmul, rel=1e-6)
     frames = json.loads(profile.graph.nodes[profile.source_ops.iloc[0]["op"]]["frames"])
     assert len(frames) == 3
+
+
+def test_ops_absorbed_into_a_raised_softmax_share_its_time_by_their_own_flops(case_profiles):
+    profile = case_profiles["softmax"]
+    sites = profile.call_sites[profile.call_sites["phase"] == "run"]
+    assert list(sites["root_op"]) == ["linalg.softmax"]  # one raised op, at the divide's location
+    absorbed = {entry["loc"].split(" @ ")[0] for entry in profile.summary["audit"]["ops_without_dispatch"] if entry["reason"].startswith("absorbed")}
+    assert {"attn/softmax/max", "attn/softmax/sub", "attn/softmax/exp", "attn/softmax/sum"} <= absorbed
+    total = profile.events["duration_ns"].sum()
+    shares = {line: line_row(profile, "model.py", line)["total_ns"] / total for line in (10, 12, 13, 14, 16)}
+    # max, subtract, exp, sum and divide: one FLOP per element each before fusion, so a fifth each;
+    # the divide's line no longer holds the others' cost
+    for line, share in shares.items():
+        assert share == pytest.approx(0.2, abs=0.01), (line, shares)
+    lines = profile.source_lines
+    for broadcast in (11, 15):  # data movement: no FLOPs, no part
+        assert lines.loc[lines["file"].str.endswith("model.py") & (lines["line"] == broadcast), "total_ns"].sum() == 0
+    assert lines["total_ns"].sum() == pytest.approx(total)
+    roles = {d["role"] for _, _, d in profile.graph.edges(data=True) if d.get("kind") == "feeds"}
+    assert "absorbed" in roles
+    assert sites.iloc[0]["absorbed_ops"]
+

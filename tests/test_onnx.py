@@ -88,14 +88,17 @@ def test_elementwise_ops_merged_into_convolutions_are_credited_their_own_work(on
 
 def test_convolution_gets_most_of_a_dispatch_whose_location_it_shares(onnx_profile):
     """Where the dispatch's root location fuses a Conv with elementwise nodes, the Conv takes ≥ 90 % of
-    what they share (pooling and LRN nodes merged the same way do real work and are left out)."""
+    what they share (pooling and LRN nodes merged the same way do real work and are left out). An
+    elementwise node whose own work runs in another dispatch (the ReLU before a strided 1×1 conv on
+    ResNet-50) takes none of it."""
     graph = onnx_profile.graph
     shared = 0
     for site, ops in attribution(graph).groupby("call_site"):
         roots = ops[ops["role"] == "root"]
         kinds = roots["op"].map(lambda op: graph.nodes[op]["name"].split(":")[0].removeprefix("onnx."))
         elementwise = roots.loc[kinds.isin(ELEMENTWISE), "fraction"].sum()
-        if (kinds == "Conv").any() and elementwise > 0:
+        merged = "fused)" in graph.nodes[f"cs:{site}"]["loc"]  # the dispatch's location is the compiler's merged one
+        if (kinds == "Conv").any() and (elementwise > 0 or merged):
             conv = roots.loc[kinds == "Conv", "fraction"].sum()
             assert conv >= 0.9 * (conv + elementwise), (site, list(zip(kinds, roots["fraction"])))
             shared += 1

@@ -92,7 +92,8 @@ def test_report_of_an_example_is_complete_and_self_contained(example_profiles):
 
 
 def test_line_call_sites_are_the_graphs(example_profiles):
-    """Each shown line lists exactly the call sites the provenance graph gives for it, with roles."""
+    """Each shown line lists exactly the call sites the provenance graph gives for it, with roles, but those
+    where it is only an init op: a line lists the call sites that give it time."""
     for name in ("mlp", "convnet", "attention"):
         profile = example_profiles[name]
         data = report_data(build_report(profile).read_text())
@@ -103,7 +104,7 @@ def test_line_call_sites_are_the_graphs(example_profiles):
             file_id, number = key.split(":")
             if file_id != python_file["id"]:
                 continue
-            expected = [[i, role[0]] for i, role in call_sites_of_line(profile.graph, files[file_id]["path"], int(number))]
+            expected = [[i, role[0]] for i, role in call_sites_of_line(profile.graph, files[file_id]["path"], int(number)) if role != "init"]
             assert line["cs"] == expected, (name, key)
             checked += 1
         assert checked >= 3
@@ -134,7 +135,8 @@ def test_program_text_lines_map_ops_located_by_name_only(tmp_path):
     profile = run_profile(program, tmp_path / "out", repetitions=2)
     data = report_data(build_report(profile).read_text())
     assert data["files"][0]["path"] == str(program.resolve())
-    assert [c[0] for c in data["lines"]["f0:5"]["cs"]] == [c[0] for c in data["lines"]["f0:4"]["cs"]] != []
+    # the matmul's line holds the dispatch; the fill's (an init op: it gets none of the time) lists no call site
+    assert [c[0] for c in data["lines"]["f0:5"]["cs"]] != [] == data["lines"]["f0:4"]["cs"]
     assert data["lines"]["f0:5"]["s"] > 0.5
 
 

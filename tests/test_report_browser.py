@@ -102,12 +102,14 @@ def test_clicking_a_line_highlights_exactly_its_call_sites(browser, convnet):
     opened = Opened(browser, report)
     data = data_of(opened)
     python_file = next(f for f in data["files"] if f["name"] == "convnet.py")
-    # the line feeding the most call sites (convnet.py:40: block 1 as root, and its zero-fill, which CSE
-    # shares with blocks 2 and 3, as their init op)
+    # the line giving time to the most call sites; call sites where its op is only an init op (a zero-fill
+    # CSE shares between blocks) give it none and are not listed (convnet.py:40 is init in blocks 2 and 3)
     key = max((k for k in data["lines"] if k.startswith(python_file["id"] + ":")), key=lambda k: (len(data["lines"][k]["cs"]), k))
     number = int(key.split(":")[1])
-    expected = dict(call_sites_of_line(profile.graph, "convnet.py", number))
-    assert len(expected) >= 2 and set(expected.values()) == {"root", "init"}
+    expected = {i: role for i, role in call_sites_of_line(profile.graph, "convnet.py", number) if role != "init"}
+    assert len(expected) >= 2
+    assert "init" in dict(call_sites_of_line(profile.graph, "convnet.py", 40)).values()
+    assert len(data["lines"][f"{python_file['id']}:40"]["cs"]) < len(call_sites_of_line(profile.graph, "convnet.py", 40))
 
     opened.page.click(f"button.tab[data-f='{python_file['id']}']")
     opened.page.click(f"#L-{python_file['id']}-{number}")

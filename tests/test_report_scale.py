@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tracelink.report import build_report
+from tracelink.report.html import TEMPLATE_FILE_LINES
 from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX, name_scope
 
 LAYERS = 500
@@ -253,6 +254,33 @@ def test_first_screen_says_which_line_and_why(browser, big):  # noqa: F811
         fused = {f"{os.path.basename(l.split(':')[0])}:{l.split(':')[1]}" for op in fused_ops for l in str(ops_table.loc[op, "lines"]).split(";")} - {row["where"]}
         assert set(row["fused"]) == fused == {f"{name}:{int(number) + 1}"}
     opened.page.screenshot(path=str(OUTPUT / "report_scale_first_screen.png"))
+    opened.check_clean()
+
+
+def test_a_big_programs_lines_are_put_in_place_once_the_page_is_interactive(browser, big):  # noqa: F811
+    """The program's thousands of lines are a template: not parsed at load, in place right after, and a
+    line asked for before that (a link, the URL) is shown once they are."""
+    profile, report = big
+    program_lines = len(Path(profile.summary["program"]).read_text().splitlines())
+    assert program_lines > TEMPLATE_FILE_LINES
+    assert 'data-packed="f0"' in report.read_text()
+    opened = Opened(browser, report)
+    opened.page.wait_for_function("document.querySelectorAll('.code.src[data-packed]').length === 0", timeout=60000)
+    assert opened.eval("document.querySelectorAll('#file-f0 .code.src .ln').length") == program_lines
+    key = opened.eval("document.querySelector('#hot-lines a.lnk').dataset.k")
+    opened.page.click("#hot-lines a.lnk")
+    assert opened.eval("[...document.querySelectorAll('.code.src .ln.sel')].map(r => r.dataset.k)") == [key]
+    sites = opened.eval("JSON.parse(document.getElementById('tl-data').textContent).lines[arguments[0]].cs.map(c => c[0])".replace("arguments[0]", repr(key)))
+    assert sorted(opened.eval("[...document.querySelectorAll('#dispatch-table tbody tr.hl')].map(r => Number(r.dataset.cs))")) == sorted(sites) != []
+    # a line named in the URL, before the lines are in place
+    number = key.split(":")[1]
+    linked = browser.new_page()
+    errors: list[str] = []
+    linked.on("pageerror", lambda error: errors.append(str(error)))
+    linked.goto(report.resolve().as_uri() + f"#L-{key.split(':')[0]}-{number}")
+    linked.wait_for_function("document.querySelectorAll('.code.src .ln.sel').length === 1", timeout=60000)
+    assert linked.evaluate("document.querySelector('.code.src .ln.sel').dataset.k") == key
+    assert errors == []
     opened.check_clean()
 
 

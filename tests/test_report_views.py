@@ -24,7 +24,7 @@ from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared
 from tracelink.cli import main as cli_main
 from tracelink.profile_dir import load_profile
 from tracelink.report import build_report, trace_events
-from tracelink.report.model import build_model
+from tracelink.report.assemble import build_model
 from tracelink.report.trace import workgroup_slices
 from tracelink.report.workgroups import heat_grid
 from tracelink.report.zones import self_times

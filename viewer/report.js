@@ -47,7 +47,7 @@
     var at = name.indexOf('dispatch_');
     return at > 0 ? name.slice(at) : name;
   }
-  var ROLE = { r: 'root', p: 'producer', i: 'init' };
+  var ROLE = { r: 'root', p: 'producer', i: 'init', a: 'absorbed' };
 
   // Marks: classes added by one kind of selection, removed together.
   function Marks() { this.items = []; }
@@ -77,9 +77,22 @@
     return filesById[parts[0]].name + ':' + parts[1];
   }
 
+  // A big file's lines come as a template (packed with the others in a big report): put in place once the
+  // page is interactive, or first when a line is asked for.
+  function codePacked() { return document.querySelector('.code.src[data-packed]') !== null; }
+  function withCode(then) {
+    withTemplates(function () {
+      $$('.code.src[data-packed]').forEach(function (slot) {
+        var template = document.getElementById('t-code-' + slot.getAttribute('data-packed'));
+        if (template) { slot.replaceWith(document.importNode(template.content, true)); template.remove(); }
+      });
+      then();
+    });
+  }
   function selectLine(key, scroll) {
     var line = D.lines[key];
     if (!line) { return; }
+    if (codePacked()) { withCode(function () { selectLine(key, scroll); }); return; }
     lineMarks.clear();
     var fileId = key.split(':')[0];
     showFile(fileId);
@@ -153,6 +166,7 @@
   }
 
   function goLine(key) {
+    if (codePacked()) { withCode(function () { goLine(key); }); return; }
     var row = lineRow(key);
     selectLine(key, false);
     if (row) { row.scrollIntoView({ block: 'center' }); }
@@ -555,6 +569,11 @@
   }
 
   // Events --------------------------------------------------------------------------------------
+  // Cells of the dispatch table carry no title where it would repeat their text: a cut one gets it on hover.
+  document.addEventListener('mouseover', function (event) {
+    var cell = event.target instanceof Element ? event.target.closest('#dispatch-table td') : null;
+    if (cell && !cell.title && cell.scrollWidth > cell.clientWidth) { cell.title = cell.textContent; }
+  });
   document.addEventListener('click', function (event) {
     var target = event.target;
     if (!(target instanceof Element)) { return; }
@@ -597,5 +616,8 @@
   var hash = decodeURIComponent(location.hash || '');
   var match = /^#L-(f\d+)-(\d+)$/.exec(hash);
   if (match && D.lines[match[1] + ':' + match[2]]) { goLine(match[1] + ':' + match[2]); }
+  if (codePacked()) {
+    addEventListener('load', function () { setTimeout(function () { (window.requestIdleCallback || setTimeout)(function () { withCode(function () {}); }); }); });
+  }
   document.body.classList.add('js');
 }());

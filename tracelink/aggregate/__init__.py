@@ -12,7 +12,9 @@ of its fused location, and each member's part goes to its innermost frame's line
 lines add up to the time of the ops that have a line. ``user_self_ns`` does the same with library
 frames (site-packages, the standard library, or the globs given) skipped, so an op called through a
 framework lands on the user's line that called it. ``inclusive_ns`` credits every line of a member's
-call stack once (like a caller's inclusive time), so inclusive shares add up to more than 1.
+call stack once (like a caller's inclusive time), so inclusive shares add up to more than 1. A line's
+``ops`` lead with the op holding most of its time; its ``call_site_ids`` are the call sites that
+give it time. Time by component and op kind: :mod:`tracelink.aggregate.components`.
 
 A call site's time is split between its source ops by the edge weights of the provenance graph (the
 cost estimate of :mod:`tracelink.provenance.regions`), renormalised over the ops that have a node, so
@@ -118,6 +120,7 @@ def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
             "workgroup_count": data["workgroup_count"],
             "root_ops": ";".join(ops.loc[ops["role"] == "root", "op"]),
             "producer_ops": ";".join(ops.loc[ops["role"] == "producer", "op"]),
+            "absorbed_ops": ";".join(ops.loc[ops["role"] == "absorbed", "op"]),
             "source_lines": ";".join(sorted({line for op in ops["op"] for line in lines_of[op]})),
         })
     table = pd.DataFrame(rows)
@@ -193,6 +196,7 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
             "op_names": data["op_names"], "op_kinds": data.get("op_kinds", ""), "in_input": data["in_input"], "compute": data["compute"],
             "root_of": ";".join(fed.get((node, "root"), [])),
             "producer_in": ";".join(fed.get((node, "producer"), [])),
+            "absorbed_in": ";".join(fed.get((node, "absorbed"), [])),
             "lines": ";".join(op_lines(graph, node)),
         })
     table = pd.DataFrame(rows)
@@ -255,6 +259,8 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tu
     op_totals = op_times.groupby("op")["ns"].sum()
     totals = shares.assign(op_ns=shares["op"].map(op_totals).fillna(0.0))
     totals = totals.assign(user_self_ns=totals["op_ns"] * totals["user_self"], inclusive_ns=totals["op_ns"] * totals["inclusive"])
+    # a line's ops lead with the one holding most of its time
+    totals = totals.assign(line_ns=totals["op_ns"] * totals["self"]).sort_values(["line_ns", "inclusive_ns"], ascending=False, kind="stable")
     by_line = totals.groupby(["file", "line"]).agg(
         user_self_ns=("user_self_ns", "sum"), inclusive_ns=("inclusive_ns", "sum"), ops=("op", lambda ops: ";".join(dict.fromkeys(ops))),
     )
@@ -263,7 +269,9 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tu
     table["user_self_share"] = table["user_self_ns"] / grand_total if grand_total else 0.0
     table["inclusive_share"] = table["inclusive_ns"] / grand_total if grand_total else 0.0
     table["library"] = [is_library(path, library_globs) for path in table["file"]]
-    sites_of = shares.merge(attribution(graph), on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
+    fed = attribution(graph)
+    fed = fed[fed["fraction"] > 0]  # only the call sites that give the line time (not the fills borrowed from it)
+    sites_of = shares.merge(fed, on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
     table["call_site_ids"] = [sites_of.get(key, "") for key in zip(table["file"], table["line"])]
     return table[columns].sort_values(["total_ns", "inclusive_ns"], ascending=False, kind="stable").reset_index(drop=True)
 

@@ -23,7 +23,7 @@ from tracelink.provenance.call_sites import CallSite
 from tracelink.provenance.executables import ExportInfo
 from tracelink.provenance.locations import OpLocation, SourceLocation
 from tracelink.provenance.program import InputProgram
-from tracelink.provenance.regions import DispatchRegion
+from tracelink.provenance.regions import DispatchRegion, MemberCosts
 
 
 @dataclass
@@ -34,13 +34,45 @@ class SourceOpIndex:
     owner: dict[SourceLocation, str] = field(default_factory=dict)  # member -> node of the first op holding it
     by_frames: dict[tuple[str, ...], str] = field(default_factory=dict)  # member frames -> node
     member_costs: dict[tuple[str, ...], float] = field(default_factory=dict)  # member frames -> own work before fusion
+    member_flops: dict[tuple[str, ...], float] = field(default_factory=dict)  # member frames -> own FLOPs before fusion
+    standalone: dict[tuple[str, ...], float] = field(default_factory=dict)  # member frames -> its unfused work in all regions
 
     def own_cost(self, member: SourceLocation) -> float:
         """A member's own work before fusion; an inlined member (frames extended by its call) takes its op's."""
-        for length in range(len(member.frames), 0, -1):
-            if member.frames[:length] in self.member_costs:
-                return self.member_costs[member.frames[:length]]
-        return 0.0
+        return by_frames_prefix(self.member_costs, member.frames)
+
+    def own_flops(self, member: SourceLocation) -> float:
+        """A member's own FLOPs before fusion, looked up as :meth:`own_cost`."""
+        return by_frames_prefix(self.member_flops, member.frames)
+
+    def presence(self, member: SourceLocation, inside: dict[tuple[str, ...], float] | None) -> float:
+        """The part of a member's work that runs in the dispatch whose unfused work by member is ``inside``.
+
+        A member with ops of its own (located at it alone) in some dispatch regions does its work there:
+        its part here is the share of that work this region holds, 0 when all of it runs in other
+        dispatches. A member with no op of its own anywhere exists only inside merged ops: 1.
+        """
+        total = self.standalone.get(member.frames, 0.0)
+        if inside is None or total <= 0:
+            return 1.0
+        return inside.get(member.frames, 0.0) / total
+
+
+def by_frames_prefix(values: dict[tuple[str, ...], float], frames: tuple[str, ...]) -> float:
+    """The value of the longest prefix of ``frames`` that has one (an inlined op's frames extend its op's), else 0."""
+    for length in range(len(frames), 0, -1):
+        if frames[:length] in values:
+            return values[frames[:length]]
+    return 0.0
+
+
+def standalone_work(region: DispatchRegion) -> dict[tuple[str, ...], float]:
+    """A region's work by member, over the locations that are one member (not the compiler's merged ones)."""
+    work: dict[tuple[str, ...], float] = defaultdict(float)
+    for location, cost in region.costs.items():
+        if len(location.members) == 1:
+            work[location.members[0].frames] += cost
+    return work
 
 
 def call_site_node(index: int) -> str:
@@ -53,17 +85,22 @@ def build_graph(
     regions: list[DispatchRegion],
     exports: dict[str, ExportInfo],
     host_locations: set[tuple[str, ...]] | None = None,
-    member_costs: dict[tuple[str, ...], float] | None = None,
+    member_costs: MemberCosts | None = None,
 ) -> nx.DiGraph:
     """Build the provenance graph of one entry function.
 
     ``host_locations`` are the frames of every host-phase location; the audit uses them (and the
     locations present in the dispatch regions) to tell why an input op reaches no dispatch.
     ``member_costs`` (:func:`~tracelink.provenance.regions.member_costs`) weigh the members of the
-    compiler's fused locations; without them members share equally.
+    compiler's fused locations, and the input ops a dispatched op absorbed (:func:`share_absorbed`);
+    without them members share equally and absorbed ops get no time.
     """
     graph = nx.DiGraph(program=str(program.path))
-    index = SourceOpIndex(member_costs=member_costs or {})
+    costs = member_costs or MemberCosts()
+    index = SourceOpIndex(member_costs=costs.work, member_flops=costs.flops)
+    for region in regions:
+        for frames, cost in standalone_work(region).items():
+            index.standalone[frames] = index.standalone.get(frames, 0.0) + cost
     for op in program.ops:
         if not op.location.known:
             continue
@@ -86,7 +123,10 @@ def build_graph(
     for site, region in zip(call_sites, match_regions(call_sites, regions)):
         add_call_site(graph, index, site, region)
     in_dispatches = set().union(*(region.present for region in regions)) if regions else set()
-    graph.graph["audit"] = json.dumps(audit(graph, program, index, host_locations or set(), in_dispatches))
+    found = audit(graph, program, index, host_locations or set(), in_dispatches)
+    graph.graph["audit"] = json.dumps(found)
+    absorbed = {finding["op"] for finding in found["ops_without_dispatch"] if finding["reason"] == REASONS["absorbed"]}
+    share_absorbed(graph, program, index, absorbed)
     return graph
 
 
@@ -129,23 +169,31 @@ def resolve_member(graph: nx.DiGraph, index: SourceOpIndex, member: SourceLocati
     return node
 
 
-def resolve_source_ops(graph: nx.DiGraph, index: SourceOpIndex, location: OpLocation) -> dict[str, float]:
+def resolve_source_ops(
+    graph: nx.DiGraph, index: SourceOpIndex, location: OpLocation, inside: dict[tuple[str, ...], float] | None = None,
+) -> dict[str, float]:
     """The source ops a dispatch-side location stands for, each with its share of it.
 
     A location of the input resolves to its op; a fused location the compiler made resolves member by
     member, each member's share in proportion to its own work before fusion (IREE keeps no record of
     how much each contributed to the merged op, but a ReLU merged into a convolution did a ReLU's
-    work). Members with no known work share equally when none of them has any.
+    work) times the part of that work done in this dispatch (:meth:`SourceOpIndex.presence`, from
+    ``inside``, the region's :func:`standalone_work`): a MaxPool whose location the compiler merged
+    into the next convolution's, but whose pooling runs in a dispatch of its own, gets nothing here.
+    Members with no known work share equally (those whose work is here) when none of them has any.
     """
     if not location.known:
         return {}
     if location in index.ids:
         return {index.ids[location]: 1.0}
-    costs = [index.own_cost(member) for member in location.members]
+    presence = [index.presence(member, inside) for member in location.members]
+    costs = [index.own_cost(member) * part for member, part in zip(location.members, presence)]
+    if sum(costs) <= 0:
+        costs = presence if sum(presence) > 0 else [1.0] * len(presence)
     total = sum(costs)
     shares: dict[str, float] = defaultdict(float)
     for member, cost in zip(location.members, costs):
-        shares[resolve_member(graph, index, member)] += cost / total if total > 0 else 1.0 / len(location.members)
+        shares[resolve_member(graph, index, member)] += cost / total
     return dict(shares)
 
 
@@ -189,6 +237,7 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
         graph.add_node(f"export:{site.export}", kind="export", label=site.export, executable="", root_op="unknown")
     graph.add_edge(node, f"export:{site.export}", kind="dispatches")
     costs = dict(region.costs) if region else {}
+    inside = standalone_work(region) if region else None
     roots = resolve_source_ops(graph, index, site.location)
     if roots and not any(resolve_source_ops(graph, index, location).keys() & roots.keys() for location in costs):
         # The dispatch is named after its root op (IREE's convention), so the root gets a share even
@@ -197,14 +246,69 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
     total = sum(costs.values()) or 1.0
     weights: dict[str, float] = defaultdict(float)
     for location, cost in costs.items():
-        for source, share in resolve_source_ops(graph, index, location).items():
+        for source, share in resolve_source_ops(graph, index, location, inside).items():
             weights[source] += cost / total * share
     for source, weight in weights.items():
-        graph.add_edge(source, node, kind="feeds", role="root" if source in roots else "producer", weight=weight)
+        if weight > 0:  # a merged location's member whose work runs elsewhere does not feed this dispatch
+            graph.add_edge(source, node, kind="feeds", role="root" if source in roots else "producer", weight=weight)
     for location in region.init if region else ():
         for source in resolve_source_ops(graph, index, location):
             if source not in weights:
                 graph.add_edge(source, node, kind="feeds", role="init", weight=0.0)
+
+
+def share_absorbed(graph: nx.DiGraph, program: InputProgram, index: SourceOpIndex, absorbed: set[str]) -> None:
+    """Give input ops that a dispatched op absorbed their part of its time, by their own FLOPs.
+
+    IREE raises some groups of input ops into one op and keeps only one location: a softmax's max,
+    subtract, exp, sum and divide become one ``linalg.softmax`` at the divide's location, so the whole
+    softmax would read as the divide's time. Each op the audit found *absorbed* (its value flows, through
+    ops that reach no dispatch, into one that does) is credited, in every call site its consumer feeds,
+    a part of the consumer's weight in proportion to its FLOPs before fusion (data movement, such as a
+    broadcast, counts none); an op feeding several consumers splits its FLOPs between them. Edges get
+    the role ``absorbed``.
+    """
+    node_of = {position: index.ids[op.location] for position, op in enumerate(program.ops) if op.location.known}
+    location_of = {node: location for location, node in index.ids.items()}
+    dispatched = {source for source, _, data in graph.edges(data=True) if data.get("kind") == "feeds" and data.get("weight", 0) > 0}
+    parts: dict[str, dict[str, float]] = defaultdict(dict)  # consumer node -> absorbed node -> FLOPs
+    for position, op in enumerate(program.ops):
+        node = node_of.get(position)
+        if node not in absorbed or node in dispatched:
+            continue
+        flops = sum(index.own_flops(member) for member in op.location.members)
+        consumers = dispatched_consumers(program, position, node_of, dispatched)
+        for consumer in consumers:
+            parts[consumer][node] = parts[consumer].get(node, 0.0) + flops / len(consumers)
+    for consumer, shares in parts.items():
+        own = sum(index.own_flops(member) for member in location_of[consumer].members)
+        total = own + sum(shares.values())
+        if total <= 0 or not sum(shares.values()):
+            continue
+        for _, site, data in list(graph.out_edges(consumer, data=True)):
+            if data.get("kind") != "feeds" or data.get("weight", 0) <= 0:
+                continue
+            weight = data["weight"]
+            data["weight"] = weight * own / total
+            for node, flops in shares.items():
+                if flops > 0:
+                    graph.add_edge(node, site, kind="feeds", role="absorbed", weight=weight * flops / total)
+
+
+def dispatched_consumers(program: InputProgram, start: int, node_of: dict[int, str], dispatched: set[str]) -> list[str]:
+    """The dispatched source ops the value of op ``start`` reaches first, through ops that reach no dispatch."""
+    found: dict[str, None] = {}
+    pending, visited = list(program.ops[start].users), {start}
+    while pending:
+        position = pending.pop()
+        if position in visited:
+            continue
+        visited.add(position)
+        if node_of.get(position) in dispatched:
+            found[node_of[position]] = None
+        else:
+            pending.extend(program.ops[position].users)
+    return list(found)
 
 
 def join_unique(existing: str, name: str) -> str:

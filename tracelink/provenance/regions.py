@@ -230,21 +230,32 @@ def op_weight(op: ir.Operation) -> float:
     return iteration_space(op) * (len(body_ops(op)) + 1)
 
 
-def member_costs(input_phase: ir.Module, normalise: Normaliser) -> dict[tuple[str, ...], float]:
-    """Each source location member's own work in the program before fusion, by its frames.
+@dataclass
+class MemberCosts:
+    """Each source location member's own work in the program before fusion, by its frames."""
+
+    work: dict[tuple[str, ...], float] = field(default_factory=dict)  # op_weight: operands and body ops
+    flops: dict[tuple[str, ...], float] = field(default_factory=dict)  # arithmetic only (data movement counts 0)
+
+
+def member_costs(input_phase: ir.Module, normalise: Normaliser) -> MemberCosts:
+    """Each source location member's own work and FLOPs in the program before fusion, by its frames.
 
     Read off the ``input`` phase (every op in linalg form, no fusion yet): each structured op's weight
-    (:func:`op_weight`) goes to its location's members in equal parts. When the compiler later merges
-    ops into one with a fused location, a member's part of that op is its own work, so an elementwise
-    op merged into a convolution takes an elementwise op's part, not half.
+    (:func:`op_weight`) and FLOPs (:func:`op_flops`) go to its location's members in equal parts.
+    When the compiler later merges ops into one with a fused location, a member's part of that op is
+    its own work, so an elementwise op merged into a convolution takes an elementwise op's part, not
+    half; the FLOPs weigh ops a raised op absorbed (a softmax's max, exp and sum) against each other.
     """
-    costs: dict[tuple[str, ...], float] = defaultdict(float)
+    costs = MemberCosts(defaultdict(float), defaultdict(float))
     for code_op in top_level(input_phase):
         for op in structured_ops(code_op):
             members = normalise(op.location).members
+            weight, flops = op_weight(op), op_flops(op, body_ops(op))
             for member in members:
-                costs[member.frames] += op_weight(op) / len(members)
-    return dict(costs)
+                costs.work[member.frames] += weight / len(members)
+                costs.flops[member.frames] += flops / len(members)
+    return MemberCosts(dict(costs.work), dict(costs.flops))
 
 
 def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:

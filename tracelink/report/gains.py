@@ -21,85 +21,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from tracelink.report.fmt import el, ns, pct
+from tracelink.report.model import ReportModel
+from tracelink.report.view_data import Gain, Gains, TunedDispatch, interval_text
 from tracelink.report.widgets import grid_table, line_link, number_text, op_link
-
-if TYPE_CHECKING:
-    from tracelink.report.model import ReportModel
 
 DIFF_FILE = "diff.csv"
 REQUIRED = ("label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high")
 TOP_GAINS = 15
 MIN_SHARE = 0.001  # ops below this share of both profiles' time are left out of the summary table
-
-
-def interval_text(speedup: float | None, low: float | None, high: float | None) -> str:
-    """``1.23× (1.10–1.40)``; ``–`` without a speedup, no interval without bounds."""
-    if speedup is None:
-        return "–"
-    return f"{speedup:.2f}×" + (f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else "")
-
-
-@dataclass
-class Gain:
-    """The measured gain of a line (or op): speedup = base ÷ tuned, with its 95 % CI when known."""
-
-    speedup: float | None
-    ci_low: float | None
-    ci_high: float | None
-    base_ns: float
-    tuned_ns: float
-    labels: list[str] = field(default_factory=list)  # the diff rows (source ops) behind it
-    tuned: list[TunedDispatch] = field(default_factory=list)  # tune's result for the dispatches computing the line
-
-    @property
-    def verdict(self) -> str:
-        """``faster`` / ``slower`` when the CI excludes 1, ``unclear`` otherwise (or without a CI)."""
-        if self.ci_low is not None and self.ci_low > 1:
-            return "faster"
-        if self.ci_high is not None and self.ci_high < 1:
-            return "slower"
-        return "unclear"
-
-    def text(self) -> str:
-        return interval_text(self.speedup, self.ci_low, self.ci_high)
-
-
-@dataclass
-class TunedDispatch:
-    """tune's result for one dispatch of the base profile (a row of its tune/summary.csv)."""
-
-    export: str
-    speedup: float | None  # alone: the tuned config against the default config
-    ci_low: float | None
-    ci_high: float | None
-    program_speedup: float | None  # inside the program: the dispatch's time with the config against the profiled build
-    program_ci_low: float | None
-    program_ci_high: float | None
-    selected: bool  # the config is in the tuning tune handed over
-    owner: str = ""  # the dispatch whose tuned config this one shares ("": tuned itself)
-    lines: list[str] = field(default_factory=list)  # this profile's line keys its call sites compute
-
-    def text(self) -> str:
-        return (f"{interval_text(self.speedup, self.ci_low, self.ci_high)} alone, "
-                f"{interval_text(self.program_speedup, self.program_ci_low, self.program_ci_high)} in the program")
-
-
-@dataclass
-class Gains:
-    rows: pd.DataFrame  # diff.csv, plus "op": this profile's op node for the row ("" when none)
-    lines: dict[str, Gain]  # report line key -> gain
-    problem: str = ""  # why diff.csv could not be used
-    end_to_end: Gain | None = None  # all dispatches together, from diff.json beside diff.csv
-    tuned: list[TunedDispatch] = field(default_factory=list)  # tune's result per dispatch, from the base's tune/
-    tune_source: str = ""  # the summary.csv read ("" when none)
-    tune_problem: str = ""  # why it could not be used
 
 
 def finite(value) -> float | None:

@@ -27,10 +27,12 @@ from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import clean, el, flushed_run_text, heat, missing_events_text, ns, pct, rate
+from tracelink.report.components import components_view
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
-from tracelink.report.model import ReportModel, build_model, short_export
+from tracelink.report.assemble import build_model
+from tracelink.report.model import ReportModel, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
 from tracelink.report.summary import short_paths
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
@@ -41,6 +43,10 @@ from tracelink.report.zones import runtime_section
 ASSETS = ("report.css", "report.js")
 # Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
 PACK_BYTES = 200_000
+# A file view with more lines than this is a template too (packed with the others in a big report): the
+# viewer puts it in place once the page is interactive, or when a line is first asked for. A 1,000-layer
+# program's text was a third of its report and most of the nodes parsed at load.
+TEMPLATE_FILE_LINES = 1000
 # Op types that say nothing about what a dispatch computes: the kind table shows the root op instead.
 GENERIC_KINDS = ("torch.operator", "linalg.generic", "linalg.fill", "tensor.empty")
 
@@ -115,13 +121,13 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     for anchor, label in anchors:
         el(nav, "a", href=f"#{anchor}", text=label)
     main = el(body, "main")
+    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
     summary_section(main, model)
-    source_section(main, model)
+    source_section(main, model, templates)
     flame_section(main, model)
     dispatch_section(main, model)
     if model.zones is not None:
         runtime_section(main, model.zones)
-    templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
     graph_section(main, model, layouts, templates)
     audit_section(main, model)
     glossary_section(main)
@@ -189,7 +195,7 @@ def summary_section(main, model: ReportModel) -> None:
     ]
     for label, value in rows:
         el(meta, "dt", None, label)
-        el(meta, "dd", None, value, title="\n".join(map(str, summary.get("inputs", []))) if label == "inputs" else None)
+        el(meta, "dd", None, value, title=inputs_title(summary.get("inputs", [])) if label == "inputs" else None)
     cards = el(node, "div", class_="cards")
     audit_counts = cover.get("audit_counts", {})
     for value, label, hint in (
@@ -203,6 +209,7 @@ def summary_section(main, model: ReportModel) -> None:
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
     device_time_cards(node, summary)
+    components_view(node, model)
     hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:
@@ -340,6 +347,15 @@ def fused_cell(cell, model: ReportModel, same: list, names: dict[str, str]) -> N
         el(cell, "span", class_="more", text=f" +{len(fused) - FUSED_SHOWN} more")
 
 
+INPUTS_IN_TITLE = 40  # a program with a thousand weight arguments lists the first ones
+
+
+def inputs_title(inputs: list) -> str:
+    """Every input on its own line, the first :data:`INPUTS_IN_TITLE` of them."""
+    listed = "\n".join(map(str, inputs[:INPUTS_IN_TITLE]))
+    return listed + (f"\n… {len(inputs) - INPUTS_IN_TITLE} more" if len(inputs) > INPUTS_IN_TITLE else "")
+
+
 def inputs_text(inputs: list, shown: int = 4) -> str:
     """The inputs of the run, the first few of a long list (all of them in the tooltip)."""
     if not inputs:
@@ -378,7 +394,7 @@ def short_loc(loc: str, limit: int = 48) -> str:
 # Source --------------------------------------------------------------------------------------------
 
 
-def source_section(main, model: ReportModel) -> None:
+def source_section(main, model: ReportModel, templates) -> None:
     node = section(
         main, "source", "Source",
         "Each line's self share of dispatch time: an op's time is split between the members of its fused location, each part on its innermost line. "
@@ -396,7 +412,7 @@ def source_section(main, model: ReportModel) -> None:
     layout = el(node, "div", class_="source-layout")
     files = el(layout, "div", class_="files")
     for source in model.files:
-        file_view(files, model, source)
+        file_view(files, model, source, templates)
     details = el(layout, "aside", id="line-details", class_="details")
     el(details, "p", class_="muted", text="Select a line to see its dispatches.")
     skipped_sources(node, model.skipped_sources)
@@ -412,9 +428,10 @@ def skipped_sources(parent, skipped: dict[str, str]) -> None:
         el(ul, "li", class_="mono", text=f"{path}: {reason}")
 
 
-def file_view(parent, model: ReportModel, source) -> None:
+def file_view(parent, model: ReportModel, source, templates) -> None:
     """One file's lines. A big program has thousands, so each is a few nodes: its number is a
-    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`)."""
+    ``data-n`` the stylesheet shows, its share one element drawing its own bar (:func:`bar`). Beyond
+    :data:`TEMPLATE_FILE_LINES` lines they go to a template the viewer puts in place (``data-packed``)."""
     view = el(parent, "div", class_="file", id=f"file-{source.id}", data_f=source.id)
     if source.index != 0:
         view.set("hidden", "hidden")
@@ -430,7 +447,12 @@ def file_view(parent, model: ReportModel, source) -> None:
         el(jump, "span", class_="muted", text="hottest:")
         for line in hottest:
             el(jump, "a", href="#", class_="lnk", data_k=line.key, title=pct(line.share), text=f"{line.number} ({pct(line.share)})")
-    code = el(view, "div", class_="code src" + (" gains" if model.gains is not None else ""))
+    classes = "code src" + (" gains" if model.gains is not None else "")
+    if len(source.shown) > TEMPLATE_FILE_LINES:
+        el(view, "div", class_=classes, data_packed=source.id, text=f"{len(source.shown)} lines, shown in a moment…")
+        code = el(el(templates, "template", id=f"t-code-{source.id}"), "div", class_=classes)
+    else:
+        code = el(view, "div", class_=classes)
     previous = 0
     for number in source.shown:
         skipped = number - previous - 1
@@ -538,7 +560,8 @@ def dispatch_section(main, model: ReportModel) -> None:
         chip(cell, index)
         if site["phase"] != "run":
             el(cell, "span", class_="badge", title="runs once, at load (initializer)", text="init")
-        el(row, "td", class_="src", title=site["loc"], text=short_loc(site["loc"]))
+        shown = short_loc(site["loc"])  # a title only where the text is cut (the viewer titles cut cells on hover)
+        el(row, "td", class_="src", title=site["loc"] if shown != site["loc"] else None, text=shown)
         el(row, "td", class_="mono", title=site["export"], text=short_export(site["export"]))
         el(row, "td", class_="mono", text=site["root_op"])
         bar(el(row, "td", data_v=number_text(site["share"])), site["share"])
@@ -557,7 +580,7 @@ def dispatch_section(main, model: ReportModel) -> None:
         parallel = site["tile_duration_sum_mean_ns"] / site["mean_ns"] if site["tile_duration_sum_mean_ns"] and site["mean_ns"] else None
         el(row, "td", class_="num", data_v=number_text(parallel), text=f"{parallel:.2f}" if parallel is not None else "–")
         el(row, "td", class_="mono", title=site["executable"], text=short_export(site["executable"]))
-        el(row, "td", class_="mono shapes", title=site["shapes"], text=site["shapes"])
+        el(row, "td", class_="mono shapes", text=site["shapes"])
         for name in model.counters:
             value = site["extra"].get(name)
             el(row, "td", class_="num", data_v=number_text(value), text=f"{value:.4g}" if value is not None else "–")
@@ -740,7 +763,7 @@ def graph_section(main, model: ReportModel, layouts: dict[str, GraphLayout], tem
     node = section(
         main, "graph", "Provenance graph",
         "Source ops (grouped by name scope, else file) → dispatch call sites → exports → executables. Click a node to highlight everything "
-        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer (a fill that "
+        "it is connected to; click a group title to collapse it. Solid edges: root op; dashed: fused producer; dotted: an op absorbed into it (a fill that "
         "CSE shares between layers is connected, not drawn). The minimap beside it shows the whole view; click or drag on it to scroll.",
     )
     tools = el(node, "div", class_="tools")
@@ -869,6 +892,7 @@ GLOSSARY = (
     ("executable", "a compiled unit holding exports; IREE compiles identical dispatches once, so one executable can serve several call sites"),
     ("root op", "the op a dispatch is formed around and named after (its heaviest); codegen tiles it and fuses the rest into its tiles"),
     ("producer", "an op fused into another op's dispatch (typically elementwise), so its work happens inside that dispatch"),
+    ("absorbed", "an op the compiler merged into another op without keeping its location (a softmax's max, exp and sum raised into one softmax op at the divide's line); it shares that op's time by its own FLOPs"),
     ("init", "a fill that initialises an accumulator; it costs nothing and its location may come from another layer"),
     ("workgroup, tile", "a block of a dispatch's iteration space run by one worker thread; fewer workgroups than workers leaves cores idle"),
     ("self time", "time of the ops at a line itself (each fused op's time split between its locations)"),
@@ -890,7 +914,7 @@ def glossary_section(main) -> None:
 
 
 def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> dict:
-    role_code = {"root": "r", "producer": "p", "init": "i"}
+    role_code = {"root": "r", "producer": "p", "init": "i", "absorbed": "a"}
     lines = {
         key: {"s": round(line.share, 6), "t": round(line.mean_ns, 1), "cs": [[i, role_code.get(r, r)] for i, r in line.call_sites.items()], "ops": line.ops}
         for key, line in model.lines.items()

@@ -1,7 +1,8 @@
 """What the report shows, computed from a profile: files and their hot lines, ops, call sites, executables.
 
 Everything here is plain data (dicts, lists, numbers, text); :mod:`tracelink.report.html` turns it
-into markup and the viewer's JSON. A *line* is one line of one shown file; its time is the *self*
+into markup and the viewer's JSON. The model imports no view: :func:`tracelink.report.assemble.build_model`
+assembles it, with the optional views' data (:mod:`tracelink.report.view_data`). A *line* is one line of one shown file; its time is the *self*
 time of the source ops at that line, as in ``source_lines.csv`` (an op's time split between its fused
 members, each member's part on its innermost line), and its inclusive time counts every line of an op's
 call stack. Ops reach a line two ways: a position of their location (``file:line:col``, Python frames
@@ -22,17 +23,13 @@ import numpy as np
 import pandas as pd
 
 from tracelink.aggregate import op_line_shares
-from tracelink.options import LIBRARY_GLOBS
 from tracelink.profile_dir import Profile
-from tracelink.provenance.graph import audit_of, nodes_of_kind, ops_of_call_site
-from tracelink.provenance.ir_utils import new_context
+from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import text_or_empty
-from tracelink.report.gains import Gains, gain_data
 from tracelink.report.sources import SourcePolicy
-from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
-from tracelink.report.workgroups import WorkgroupData, workgroup_data
-from tracelink.report.zones import ZoneData, zone_data
+from tracelink.report.textmap import strip_locations, text_ops
+from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
 MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables are long and repetitive
@@ -51,7 +48,7 @@ class Line:
     file: int
     number: int
     ops: list[str] = field(default_factory=list)
-    call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer"
+    call_sites: dict[int, str] = field(default_factory=dict)  # index -> "root" | "producer" | "absorbed"
     total_ns: float = 0.0  # self time
     mean_ns: float = 0.0
     share: float = 0.0
@@ -143,36 +140,6 @@ def same_file(position_file: str, program: str) -> bool:
     return bool(position_file) and (position_file == program or program.endswith("/" + position_file))
 
 
-def build_model(profile: Profile, sources: SourcePolicy | None = None) -> ReportModel:
-    """The report's data; ``sources`` decides which files are embedded (default: the profile's policy)."""
-    graph = profile.graph
-    summary = profile.summary
-    sources = sources or SourcePolicy.for_profile(summary)
-    program = str(summary.get("program", ""))
-    context = new_context()
-    by_frames = member_keys(graph)
-    readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
-    program_ops, enclosing = program_text_ops(Path(program), context) if readable else (None, frozenset())
-
-    ops = op_table(profile, graph)
-    library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
-    files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
-    add_line_utilization(profile.source_lines, files, program)
-    call_sites = call_site_rows(profile, graph, lines, ops)
-    executables = read_executables(profile, graph, enclosing, by_frames, context, sources.allows_dumps())
-    durations, per_iteration = event_series(profile.events)
-    counters = counter_columns(profile.call_sites)
-    model = ReportModel(
-        profile=profile, summary=summary, files=files, lines=lines, ops=ops, call_sites=call_sites,
-        executables=executables, durations=durations, per_iteration=per_iteration,
-        audit=summary.get("audit") or (audit_of(graph) if "audit" in graph.graph else {}),
-        iteration_strip=iteration_strip(profile.events), counters=counters,
-        workgroups=workgroup_data(profile), zones=zone_data(profile), skipped_sources=dict(sources.skipped),
-    )
-    model.gains = gain_data(model)  # matched through the model's ops and lines
-    return model
-
-
 def member_keys(graph: nx.DiGraph) -> dict[str, str]:
     """Source-op node by the frames (as JSON) of each member of its location; the first op holding a member wins."""
     keys: dict[str, str] = {}
@@ -241,16 +208,20 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
             source_file.text = sources.read_lines(Path(source_file.path), MAX_OTHER_FILE_BYTES)
 
     for (path, number), nodes in at_line.items():
-        line = Line(key="", file=0, number=number, ops=list(nodes))
-        for node in nodes:
+        # the op holding most of the line's time first
+        held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0))[0] for node in nodes}
+        line = Line(key="", file=0, number=number, ops=sorted(nodes, key=lambda node: -held[node]))
+        for node in line.ops:
             op = ops[node]
             own, inclusive = fractions.get((node, path, number), (0.0, 0.0))
             line.total_ns += op["total_ns"] * own
             line.mean_ns += op["mean_ns"] * own
             line.share += op["share"] * own
             line.inclusive_share += op["share"] * inclusive
+            if own <= 0 and inclusive <= 0:
+                continue  # an op written here whose time goes to other lines
             for index, role in op["call_sites"]:
-                if line.call_sites.get(index) != "root":
+                if role != "init" and line.call_sites.get(index) != "root":  # only call sites giving the line time
                     line.call_sites[index] = role
         line.call_sites = dict(sorted(line.call_sites.items()))
         files[path].lines[number] = line
@@ -346,7 +317,7 @@ def number(value) -> float | None:
 
 
 KNOWN_CALL_SITE_COLUMNS = {
-    "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops",
+    "call_site", "export", "executable", "root_op", "loc", "phase", "workgroups", "workgroup_count", "root_ops", "producer_ops", "absorbed_ops",
     "source_lines", "count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy",
     "tile_count_mean", "tile_duration_sum_mean_ns", *UTILIZATION_COLUMNS,
 }

@@ -1,4 +1,7 @@
-"""The summary `tracelink profile` prints: hottest lines of the user's code, hottest dispatches, coverage.
+"""The summary `tracelink profile` prints: time by component and by op kind, hottest lines of the user's code, hottest dispatches, coverage.
+
+It opens with which part of the model takes the time: the top levels of the component tree (name
+scopes, :mod:`tracelink.aggregate.components`) and the op kinds summed over repeated layers.
 
 Each dispatch shows what bounds it and the first words of its next step (see :mod:`tracelink.aggregate.utilization`).
 Lines are ranked by self time in the user view (library frames folded into the user's line calling
@@ -17,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import flushed_run_text, missing_events_text, ns, pct, rate, text_or_empty
@@ -33,6 +37,8 @@ def summary_console(stderr: bool = False) -> Console:
     console = Console(stderr=stderr)
     return console if console.is_terminal else Console(stderr=stderr, width=PIPE_WIDTH)
 NEXT_STEPS_SHOWN = 3  # the hottest dispatches get their next step printed under the table
+COMPONENT_ROWS = 10  # rows of the component tree printed (the report shows all of it)
+KIND_ROWS = 8
 
 
 def short_paths(paths: list[str], width: int = PATH_WIDTH) -> dict[str, str]:
@@ -90,6 +96,7 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
             f"[yellow]warning:[/] the machine was loaded during the run: the slow iterations took "
             f"{summary['iteration_spread']:.1f}× the fast ones (p90/p10), so times are inflated and noisy; profile again on a quieter machine"
         )
+    print_components(result, console, iterations)
     lines = result.source_lines
     if not lines.empty:
         hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
@@ -135,6 +142,53 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         + "".join(f"\n  {count} {escape(reason)}" for reason, count in reasons.items())
         + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
     )
+
+
+def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMPONENT_ROWS) -> list[tuple[int, str, pd.Series]]:
+    """The top ``levels`` of the component tree as (level, label, row), ``rows`` at most, depth-first.
+
+    A scope with no ops of its own and one child is one row with its child (JAX's ``jit(f)/Model``),
+    so the levels shown are the ones that split the time.
+    """
+    children = components.groupby("parent").size()
+    merged = {row.component for row in components.itertuples() if children.get(row.component, 0) == 1 and row.self_ns == 0}
+    level: dict[str, int] = {}
+    label: dict[str, str] = {}
+    shown: list[tuple[int, str, pd.Series]] = []
+    for _, row in components.iterrows():
+        parent = row["parent"]
+        if parent in merged:
+            level[row["component"]], label[row["component"]] = level[parent], f"{label[parent]}/{row['name']}"
+        else:
+            level[row["component"]] = level[parent] + 1 if parent else 1
+            label[row["component"]] = row["name"] if parent else row["component"]
+        if row["component"] not in merged and level[row["component"]] <= levels:
+            shown.append((level[row["component"]], label[row["component"]], row))
+    return shown[:rows]
+
+
+def print_components(result: Profile, console: Console, iterations: int) -> None:
+    """Time by component (top levels of the scope tree) and by op kind across repeated layers."""
+    total = float(result.summary.get("total_dispatch_ns") or 0.0) or None
+    components = component_table(result.source_ops, total)
+    if not components.empty and not (components["component"] == NO_SCOPE).all():
+        table = Table(title="Time by component (name scope; inclusive, self = its own ops)", title_justify="left")
+        table.add_column("component", no_wrap=True, overflow="ellipsis", max_width=56)
+        for column, width in (("incl.", 6), ("per iter.", 9), ("self", 6)):
+            table.add_column(column, justify="right", no_wrap=True, min_width=width)
+        for level, label, row in shown_components(components):
+            table.add_row(escape("  " * (level - 1) + label), pct(row["inclusive_share"]), ns(row["inclusive_ns"] / iterations), pct(row["self_share"]))
+        console.print(table)
+    kinds = kind_table(result.source_ops, total).head(KIND_ROWS)
+    if not kinds.empty:
+        table = Table(title="Time by op kind across repeated layers (numbers in scopes read as *)", title_justify="left")
+        table.add_column("kind", no_wrap=True, overflow="ellipsis", max_width=28)
+        table.add_column("in", no_wrap=True, overflow="ellipsis", max_width=40)
+        for column, width in (("share", 6), ("per iter.", 9), ("×", 3)):
+            table.add_column(column, justify="right", no_wrap=True, min_width=width)
+        for row in kinds.itertuples():
+            table.add_row(escape(row.kind), escape(row.pattern), pct(row.share), ns(row.total_ns / iterations), str(row.instances))
+        console.print(table)
 
 
 def print_hot_ops(result: Profile, console: Console, iterations: int, top: int) -> None:

@@ -12,8 +12,6 @@ workgroups of the call sites the op feeds, split by the same edge fractions as t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,11 +20,10 @@ from tracelink.aggregate import attribution
 from tracelink.collect.hook import WORKGROUP_COLUMNS
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns
+from tracelink.report.model import ReportModel
 from tracelink.report.svg import heat_map, histogram
+from tracelink.report.view_data import CounterStats, HeatGrid, WorkgroupData, WorkgroupSite
 from tracelink.report.widgets import bar, chips, grid_table, line_link, number_text, op_link
-
-if TYPE_CHECKING:
-    from tracelink.report.model import ReportModel
 
 LABEL_COLUMNS = {"call_site", "iteration"}
 MAX_CELLS = 1024  # bigger grids are shown as blocks of consecutive workgroup ids
@@ -35,57 +32,6 @@ MIN_CELLS = 64
 MAX_GRID_COLUMNS = 64  # wider x (or taller y·z) extents are laid out linearly, wrapped
 WRAP = 32  # columns of a wrapped linear (1-D or blocked) layout, at least (a square beyond 32²)
 TIME_COUNTERS = ("task-clock", "cpu-clock")  # perf software counters measured in ns
-
-
-@dataclass
-class CounterStats:
-    name: str
-    mean: float | None  # per workgroup run, over runs where the counter was read
-    correlation: float | None  # Pearson r of duration with the counter; None when either is constant
-    samples: int  # runs with a value
-
-
-@dataclass
-class HeatGrid:
-    """Mean duration per workgroup id, laid out in rows × columns (``values`` NaN where nothing ran)."""
-
-    grid: tuple[int, int, int]  # workgroup_count x, y, z
-    layout: str  # "grid": x across, y·z down; "linear": linear ids wrapped every ``columns``
-    block: int  # workgroup ids per cell (1 unless the grid is bigger than MAX_CELLS)
-    columns: int
-    values: np.ndarray  # mean ns per cell, in cell order
-    runs: np.ndarray  # workgroup runs behind each cell
-    labels: list[str]  # what each cell is, e.g. "(3, 0, 0)" or "ids 128–255"
-
-    @property
-    def rows(self) -> int:
-        return math.ceil(len(self.values) / self.columns) if self.columns else 0
-
-
-@dataclass
-class WorkgroupSite:
-    call_site: int
-    durations: np.ndarray  # ns of every workgroup run
-    iterations: int
-    heat: HeatGrid
-    counters: list[CounterStats]
-    threads: list[dict] = field(default_factory=list)  # thread, runs, busy_ns, mean_ns (per iteration)
-
-    @property
-    def imbalance(self) -> float | None:
-        """Slowest workgroup id's mean ÷ mean over ids: 1 is perfectly balanced."""
-        values = self.heat.values[~np.isnan(self.heat.values)]
-        return float(values.max() / values.mean()) if len(values) and values.mean() > 0 else None
-
-
-@dataclass
-class WorkgroupData:
-    counters: list[str]
-    sites: dict[int, WorkgroupSite]
-    iterations: int
-    site_totals: pd.DataFrame  # call_site -> counter totals over all measured workgroup runs
-    op_site: pd.DataFrame  # call_site, op, role, fraction, one column per counter (the site's total × fraction)
-    by_op: pd.DataFrame  # op -> counter totals, call sites (list)
 
 
 def counter_names(workgroups: pd.DataFrame) -> list[str]:

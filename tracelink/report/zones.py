@@ -14,32 +14,19 @@ name says they wait (fences, semaphores) are marked: their self time is blocking
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns, pct
 from tracelink.report.svg import iteration_split, zone_timeline
+from tracelink.report.view_data import ZoneData
 from tracelink.report.widgets import number_text
 
 ITERATION_ZONE = "BenchmarkIteration"
 WAIT_MARKERS = ("wait", "await")
 TOP_ZONES = 25
 MAX_TIMELINE_ZONES = 2500  # zones drawn for the median iteration; the narrowest are left out beyond this
-
-
-@dataclass
-class ZoneData:
-    windows: str  # how the iterations were found
-    iterations: pd.DataFrame  # iteration, start_ns, wall_ns, dispatch_ns, dispatch_cpu_ns, runtime_ns, wait_ns, outside_share
-    top: pd.DataFrame  # per source-location name: function, file, line, threads, count, total_ns, self_ns, mean_ns, wait
-    dispatch_zones: int  # dispatch zones in the measured iterations
-    runtime_zones: int
-    timeline: pd.DataFrame  # zones of the median iteration: thread, lane, start (ns from its start), duration, name, kind
-    timeline_left_out: int
-    median_iteration: int
 
 
 def zone_data(profile: Profile) -> ZoneData | None:
