@@ -11,9 +11,10 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
    generated code is (a default NCHW convolution of a real-weight SqueezeNet runs at 1-2 % of the
    compute peak; the compiler strategies that suit it run it 12-14x faster, 15-30 % of the peak);
 4. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
-   bytes than the workers' L2 caches hold: smaller operands stay in cache from their producer, and the
-   streaming bandwidth is not what bounds them;
-5. *compute-bound*: otherwise.
+   bytes than the workers' L2 caches hold (smaller operands stay in cache from their producer, and the
+   streaming bandwidth is not what bounds them); or under 10 % of the compute peak while at 10 % or
+   more of the bandwidth: what it achieves is traffic, not arithmetic;
+5. *compute-bound*: otherwise, so at 10 % of the compute peak or more.
 
 A dispatch whose FLOPs or bytes are a lower bound (a dynamic size the profiled run did not fix, counted
 as 1: ``lower_bound``) gets no verdict: its rates would read far below what it achieves.
@@ -69,7 +70,7 @@ def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, 
         name = "parallelism-bound"
     elif max(compute, bandwidth) < FAR_FROM_ROOFS:
         name = FAR
-    elif moved > machine.cache_bytes and flops / moved < machine.ridge:
+    elif (moved > machine.cache_bytes and flops / moved < machine.ridge) or compute < FAR_FROM_ROOFS:
         name = "memory-bound"
     else:
         name = "compute-bound"
