@@ -188,20 +188,17 @@ def ratio_text(ratio: float) -> str:
     return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.2g}x"
 
 
-def helped(effect: pd.DataFrame, faster: set[str]) -> pd.DataFrame:
-    """The rows of an effects table where a strategy that made the program faster helped (≥ :data:`HELPED`)."""
-    return effect[effect["strategy"].isin(faster) & (effect["ratio"] >= HELPED)]
-
-
-def measured_step(effect: pd.DataFrame, faster: set[str]) -> str:
-    """The next step from what was measured on one line (op, dispatch): the strategies that helped
-    it with their ratios there, best first; or that none did."""
-    if effect.empty:
+def measured_step(ratios: dict[str, float], faster: set[str]) -> str:
+    """The next step from what was measured on one line (op, dispatch), ``ratios`` per strategy: the
+    strategies that made the program faster and helped it (≥ :data:`HELPED`), with their ratios there,
+    best first; or that none did."""
+    if not ratios:
         return ""
-    good = helped(effect, faster).sort_values("ratio", ascending=False, kind="stable")
-    if not good.empty:
-        return ", ".join(f"{row.strategy}: {ratio_text(row.ratio)} faster here" for row in good.itertuples())
-    tried = ", ".join(f"{row.strategy} {ratio_text(row.ratio)}" for row in effect.sort_values("ratio", ascending=False, kind="stable").itertuples())
+    ordered = sorted(ratios.items(), key=lambda item: -item[1])
+    good = [(name, ratio) for name, ratio in ordered if name in faster and ratio >= HELPED]
+    if good:
+        return ", ".join(f"{name}: {ratio_text(ratio)} faster here" for name, ratio in good)
+    tried = ", ".join(f"{name} {ratio_text(ratio)}" for name, ratio in ordered)
     return f"no strategy that made the program faster helped it here (measured: {tried})"
 
 
@@ -220,14 +217,22 @@ def with_measured_steps(table: pd.DataFrame, lines_of: Callable[[pd.Series], lis
     measured on replaced by :func:`measured_step` over its lines."""
     if table.empty or "next_step" not in table or strategies.per_line.empty:
         return table
-    per_line = strategies.per_line.assign(key=list(zip(strategies.per_line["file"], strategies.per_line["line"])))
+    times: dict[tuple[str, int], dict[str, list[float]]] = {}  # line -> strategy -> [base ns, strategy ns]
+    for row in strategies.per_line.itertuples():
+        pair = times.setdefault((row.file, int(row.line)), {}).setdefault(row.strategy, [0.0, 0.0])
+        pair[0] += row.base_ns
+        pair[1] += row.strategy_ns
     faster = strategies.faster()
     steps = []
     for _, row in table.iterrows():
-        keys = set(lines_of(row))
-        rows = per_line[per_line["key"].isin(keys)] if keys else per_line.iloc[0:0]
-        step = measured_step(effects(strategies, [], rows.drop(columns="key")) if not rows.empty else rows, faster)
-        steps.append(step or row["next_step"])
+        summed: dict[str, list[float]] = {}
+        for key in set(lines_of(row)):
+            for name, (base, tried) in times.get(key, {}).items():
+                total = summed.setdefault(name, [0.0, 0.0])
+                total[0] += base
+                total[1] += tried
+        ratios = {name: base / tried if tried > 0 else math.inf for name, (base, tried) in summed.items()}
+        steps.append(measured_step(ratios, faster) or row["next_step"])
     return table.assign(next_step=steps)
 
 

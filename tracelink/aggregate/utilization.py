@@ -8,8 +8,7 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
 2. *parallelism-bound*: fewer workgroups than the device has workers, so some cores idle;
 3. *far from both roofs*: under 10 % of the compute peak **and** under 10 % of the bandwidth
    (:data:`FAR_FROM_ROOFS`): neither the arithmetic units nor the memory system is what limits it, the
-   generated code is (a default NCHW convolution of a real-weight SqueezeNet runs at 1-2 % of the
-   compute peak; the compiler strategies that suit it run it 12-14x faster, 15-30 % of the peak);
+   generated code is;
 4. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
    bytes than the workers' L2 caches hold (smaller operands stay in cache from their producer, and the
    streaming bandwidth is not what bounds them); or under 10 % of the compute peak while at 10 % or
@@ -47,9 +46,10 @@ NEXT_STEPS = {
 }
 NOT_MEASURED = "no compiler strategy measured on it yet: `tracelink tune PROFILE` measures which help"
 LOWER_BOUND_STEP = "no verdict: its FLOPs and bytes are lower bounds (a dynamic size the run did not fix counted as 1)"
-# Below this share of both peaks a dispatch is far from both roofs. 10 %: a default real-weight
-# SqueezeNet convolution reads 1-2 % and the best compiler strategies for it 15-30 %; a dispatch an
-# order of magnitude below a roof is not bound by it.
+# Below this share of both peaks a dispatch is far from both roofs, and no dispatch below it of the
+# compute peak is compute-bound. 10 %: a default NCHW convolution with a random filter ran at 7 % of the
+# compute peak here and the matmul img2col makes of it at 32 %; a real-weight SqueezeNet's convolutions
+# read 0.1-2 %; a dispatch an order of magnitude below a roof is not bound by it.
 FAR_FROM_ROOFS = 0.10
 UTILIZATION_COLUMNS = [
     "flops", "bytes", "lower_bound", "intensity", "gflops_s", "gbytes_s", "flops_peak_share", "bandwidth_peak_share", "verdict", "next_step",
