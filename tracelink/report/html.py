@@ -858,7 +858,7 @@ GLOSSARY = (
     ("self time", "time of the ops at a line itself (each fused op's time split between its locations)"),
     ("inclusive time", "time of every op whose call stack passes through a line, like a caller's time in a CPU profiler"),
     ("FLOPs, bytes", "arithmetic ops of one execution (from each op's iteration space and body) and the bytes it must read and write at least"),
-    ("bound", "what limits a dispatch: compute (at the FLOP peak), memory (below the ridge intensity), parallelism (fewer workgroups than workers) or overhead (under 5 µs)"),
+    ("bound", "what limits a dispatch: compute (at 10 % of the FLOP peak or more), memory (below the ridge intensity), far-from-roofs (under 10 % of both peaks: the generated code), parallelism (fewer workgroups than workers) or overhead (under 5 µs); none when its FLOPs and bytes are lower bounds (≥: a dynamic size the run did not fix)"),
 )
 
 
