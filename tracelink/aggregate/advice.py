@@ -11,7 +11,8 @@ one is ignored with one warning line naming it) and turns it into:
 - next steps that name only what was measured to help: a strategy whose whole-program status is
   ``faster`` and that made the line (op, dispatch) at least :data:`HELPED` times faster there
   ("img2col: 14x faster here"). A line the strategies were measured on but none helped says so; a line
-  nothing was measured on keeps the verdict's own next step.
+  without per-line measurements keeps its verdict's next step, which then says what tune measured on
+  the whole program instead of pointing at it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from tracelink.aggregate.utilization import NOT_MEASURED
 
 STRATEGIES_FILE = Path("tune") / "strategies.json"
 SCHEMA = 1
@@ -215,8 +218,9 @@ def line_keys(text: str) -> list[tuple[str, int]]:
 def with_measured_steps(table: pd.DataFrame, lines_of: Callable[[pd.Series], list[tuple[str, int]]], strategies: Strategies) -> pd.DataFrame:
     """``table`` (lines, ops or call sites) with the next step of every row the strategies were
     measured on replaced by :func:`measured_step` over its lines."""
-    if table.empty or "next_step" not in table or strategies.per_line.empty:
+    if table.empty or "next_step" not in table:
         return table
+    overall = whole_program_text(strategies)
     times: dict[tuple[str, int], dict[str, list[float]]] = {}  # line -> strategy -> [base ns, strategy ns]
     for row in strategies.per_line.itertuples():
         pair = times.setdefault((row.file, int(row.line)), {}).setdefault(row.strategy, [0.0, 0.0])
@@ -232,8 +236,17 @@ def with_measured_steps(table: pd.DataFrame, lines_of: Callable[[pd.Series], lis
                 total[0] += base
                 total[1] += tried
         ratios = {name: base / tried if tried > 0 else math.inf for name, (base, tried) in summed.items()}
-        steps.append(measured_step(ratios, faster) or row["next_step"])
+        steps.append(measured_step(ratios, faster) or str(row["next_step"]).replace(NOT_MEASURED, overall))
     return table.assign(next_step=steps)
+
+
+def whole_program_text(strategies: Strategies) -> str:
+    """What tune measured on the whole program, for a line it has no per-line measurement of."""
+    tried = ", ".join(f"{s.name} {ratio_text(s.ratio)}" if s.ratio is not None else f"{s.name} {s.status}" for s in strategies.strategies)
+    faster = sorted(strategies.faster())
+    if not faster:
+        return f"no compiler strategy tune measured was significantly faster on the whole program ({tried})"
+    return f"not measured on this line; faster on the whole program: {', '.join(faster)} ({tried})"
 
 
 def advise(call_sites: pd.DataFrame, source_ops: pd.DataFrame, source_lines: pd.DataFrame, strategies: Strategies) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
