@@ -9,6 +9,7 @@ stays a lower bound). Profiled for real with two row counts.
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from lxml import html as lxml_html
@@ -56,7 +57,7 @@ def test_a_size_only_data_fixes_is_a_lower_bound_with_no_verdict(dynamic):
     lines = profile.source_lines.set_index("line")
     for line in (19, 22, 23):  # the scaling op and its body's multiply and add
         assert lines.loc[line, "lower_bound"] and lines.loc[line, "verdict"] == "", lines.loc[line]
-    # marked in every table: the printed dispatches, the report's dispatch table and drill-down, --json
+    # marked in every table: the printed dispatches, the report's dispatch table, --json, the trace
     printed = io.StringIO()
     print_summary(profile, Console(file=printed, width=240))
     row = next(text for text in printed.getvalue().splitlines() if "elementwise" in text)
@@ -71,3 +72,6 @@ def test_a_size_only_data_fixes_is_a_lower_bound_with_no_verdict(dynamic):
     judged = {row["call_site"]: row for row in document["hottest_dispatches"]}
     assert judged[int(scaled["call_site"])]["lower_bound"] and judged[int(scaled["call_site"])]["verdict"] == ""
     assert not judged[int(site(profile, "matmul")["call_site"])]["lower_bound"]
+    trace = json.loads((profile.directory / "trace.json").read_text())
+    flagged = {event["args"]["call_site"] for event in trace["traceEvents"] if event.get("cat") == "dispatch" and event["args"].get("rates_are_lower_bounds")}
+    assert flagged == {int(scaled["call_site"])}
