@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import OUTPUT, REPO, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
+from tracelink.aggregate.utilization import FAR_FROM_ROOFS
 from tracelink.collect.machine import machine_peaks
 from tracelink.report import build_report
 
@@ -64,7 +65,8 @@ def test_one_workgroup_on_several_workers_is_parallelism_bound(costs):
     assert site["workgroup_count"] == 1
     assert site["median_ns"] > 5_000  # long enough not to be overhead-bound
     assert site["verdict"] == "parallelism-bound"
-    assert "tile sizes" in site["next_step"]
+    # the next step says what the verdict means and that nothing was measured on it, naming no option
+    assert "fewer workgroups than workers" in site["next_step"] and "tracelink tune PROFILE" in site["next_step"]
 
 
 def test_source_ops_and_lines_carry_their_dispatchs_cost_and_verdict(costs):
@@ -85,12 +87,21 @@ def test_source_ops_and_lines_carry_their_dispatchs_cost_and_verdict(costs):
 def test_operands_that_fit_in_cache_are_not_called_memory_bound(costs):
     # Below the ridge point, a dispatch is memory-bound only when it moves more than the workers' L2
     # caches hold: the splat-filter convolution (1.2 MB, the input its producer just wrote) is bound by
-    # its code, and its next step is its tile sizes, not fusion.
+    # its code.
     machine = costs.summary["machine"]
     assert machine["cache_bytes"] > 0
     site = site_at(costs, 45)
     assert site["intensity"] < machine["peak_gflops"] / machine["peak_gbps"] and site["bytes"] < machine["cache_bytes"]
-    assert site["verdict"] == "compute-bound" and "tile sizes" in site["next_step"]
+    # it is compute-bound when it reaches a tenth of the compute peak; below, the roof it is nearer (an
+    # order of magnitude below both: far from both roofs)
+    compute, bandwidth = site["flops_peak_share"], site["bandwidth_peak_share"]
+    expected = "far-from-roofs" if max(compute, bandwidth) < FAR_FROM_ROOFS else "memory-bound" if compute < FAR_FROM_ROOFS else "compute-bound"
+    assert site["verdict"] == expected, (compute, bandwidth)
+
+
+def test_no_dispatch_under_a_tenth_of_the_compute_peak_is_called_compute_bound(costs):
+    judged = costs.call_sites[costs.call_sites["verdict"] == "compute-bound"]
+    assert (judged["flops_peak_share"] >= FAR_FROM_ROOFS).all(), judged[["export", "flops_peak_share"]]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
-from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
+from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
@@ -105,7 +105,9 @@ def run_profile(
     else:
         inputs = generate_inputs(specs, artifacts / "inputs", options.seed)
     with console.status("building the provenance graph"):
-        provenance = build_provenance(source, artifacts, entry)
+        # the shapes the run gives the inputs fix the dynamic sizes the cost model reads
+        shapes = [(described := described_type(value)) and described[0] for value in inputs]
+        provenance = build_provenance(source, artifacts, entry, shapes)
         write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
     stage("provenance", started)
 

@@ -12,6 +12,7 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink import TracelinkError
+from tracelink.aggregate.advice import Strategies, advise, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
 from tracelink.outdir import FORMAT_VERSION, MARKER
@@ -46,6 +47,7 @@ class Profile:
     graph: nx.DiGraph
     workgroups: pd.DataFrame | None = None  # hook collector: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy collector: every zone of the runtime
+    strategies: Strategies | None = None  # what `tracelink tune` measured (tune/strategies.json), when it ran
 
     @property
     def artifacts(self) -> Path:
@@ -88,7 +90,11 @@ def load_profile(directory: Path) -> Profile:
         raise TracelinkError(f"{directory}: not a profile directory (no profile.json; run 'tracelink profile' first)")
     check_marker(directory)
     tables = {name: read_table(directory / f"{name}.csv", REQUIRED_COLUMNS[name]) for name in TABLES}
+    strategies = read_strategies(directory)
+    if strategies is not None:  # the next steps name what was measured to help
+        tables["call_sites"], tables["source_ops"], tables["source_lines"] = advise(tables["call_sites"], tables["source_ops"], tables["source_lines"], strategies)
     return Profile(
+        strategies=strategies,
         directory=directory,
         summary=read_summary(summary_path),
         events=read_frame(directory / "events.parquet", lambda frame: make_events(frame).astype(EVENT_SCHEMA)),

@@ -7,19 +7,25 @@ shares of the machine's compute and bandwidth peaks, and a verdict, the first th
 1. *overhead-bound*: a median under 5 µs, where launching the dispatch costs as much as its work;
 2. *parallelism-bound*: fewer workgroups than the device has workers, so some cores idle (on a GPU:
    compute units, its occupancy; not given where the device's unit count is unknown);
-3. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
-   bytes than the workers' L2 caches hold: smaller operands stay in cache from their producer, and the
-   streaming bandwidth is not what bounds them;
-4. *compute-bound*: otherwise.
+3. *far from both roofs*: under 10 % of the compute peak **and** under 10 % of the bandwidth
+   (:data:`FAR_FROM_ROOFS`): neither the arithmetic units nor the memory system is what limits it, the
+   generated code is;
+4. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
+   bytes than the workers' L2 caches hold (smaller operands stay in cache from their producer, and the
+   streaming bandwidth is not what bounds them); or under 10 % of the compute peak while at 10 % or
+   more of the bandwidth: what it achieves is traffic, not arithmetic;
+5. *compute-bound*: otherwise, so at 10 % of the compute peak or more.
 
-A compute- or memory-bound dispatch below 10 % of its roof is far from the machine's limit; its next
-step says so (the code, not the hardware, is what to improve: a memory-bound one is then pointed at its
-tile sizes, not at fusion).
+A dispatch whose FLOPs or bytes are a lower bound (a dynamic size the profiled run did not fix, counted
+as 1: ``lower_bound``) gets no verdict: its rates would read far below what it achieves.
 
-Each verdict comes with the one next step that fits it (:data:`NEXT_STEPS`). Source ops and source
-lines get FLOPs, bytes and time credited the way time is (each call site's attribution fractions; a
-line through its ops' user-self fractions), their rates from those sums, and the verdict of the call
-site that gives them the most time.
+Each verdict comes with a next step (:data:`NEXT_STEPS`) that says what the verdict means and that
+nothing was measured on it yet: no compiler option is recommended without a measurement on this
+program (`tracelink tune` measures them; :mod:`tracelink.aggregate.advice` then names the ones that
+helped). Source ops and source lines get FLOPs, bytes and time credited the way time is (each call
+site's attribution fractions; a line through its ops' user-self fractions), their rates from those
+sums, and the verdict of the call site that gives them the most time; they are lower bounds when any
+part is.
 """
 
 from __future__ import annotations
@@ -30,53 +36,51 @@ import pandas as pd
 from tracelink.collect.machine import Machine
 
 OVERHEAD_NS = 5_000.0  # below this median a dispatch is dominated by its launch
-CONTRACTION_WORDS = ("matmul", "conv", "contract", "mmt4d", "matvec", "vecmat", "dot")
+FAR = "far-from-roofs"
+# What each verdict means, to be followed by the shares of the peaks it reached (module docstring).
 NEXT_STEPS = {
-    "overhead-bound": "batch: fuse it with its neighbours or batch the calls, launch overhead dominates",
-    "parallelism-bound": "tune tile sizes: smaller distribution tiles give every worker a workgroup",
-    "memory-bound": "fuse with its producer: traffic, not arithmetic, limits it",
-    "compute-bound contraction": "enable ukernels/data tiling (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all)",
-    "compute-bound": "tune tile sizes: the arithmetic itself is the limit",
+    "overhead-bound": "launch overhead dominates (under 5 µs a run)",
+    "parallelism-bound": "fewer workgroups than workers: some cores idle",
+    FAR: "the generated code, not the machine, is the limit",
+    "memory-bound": "traffic, not arithmetic, limits it",
+    "compute-bound": "the arithmetic itself is the limit",
 }
+NOT_MEASURED = "no compiler strategy measured on it yet: `tracelink tune PROFILE` measures which help"
+LOWER_BOUND_STEP = "no verdict: its FLOPs and bytes are lower bounds (a dynamic size the run did not fix counted as 1)"
+# Below this share of both peaks a dispatch is far from both roofs, and no dispatch below it of the
+# compute peak is compute-bound. 10 %: a default NCHW convolution with a random filter ran at 7 % of the
+# compute peak here and the matmul img2col makes of it at 32 %; a real-weight SqueezeNet's convolutions
+# read 0.1-2 %; a dispatch an order of magnitude below a roof is not bound by it.
+FAR_FROM_ROOFS = 0.10
+UTILIZATION_COLUMNS = [
+    "flops", "bytes", "lower_bound", "intensity", "gflops_s", "gbytes_s", "flops_peak_share", "bandwidth_peak_share", "verdict", "next_step",
+]
 # On a GPU (a ``gpu`` machine, :mod:`tracelink.collect.machine.gpu`) the workers are compute units, and
-# the CPU's flags do not apply.
-GPU_NEXT_STEPS = NEXT_STEPS | {
-    "parallelism-bound": "tune workgroup tiles: fewer workgroups than the device has compute units leave some idle (occupancy)",
-    "compute-bound contraction": "tune tile and workgroup sizes for the GPU (matrix-core intrinsics where it has them; tracelink tune is llvm-cpu only for now)",
-    "compute-bound": "tune tile and workgroup sizes: the arithmetic itself is the limit",
-}
-# Below this share of the roof that bounds it, a dispatch is far from its limit: the code, not the
-# machine, is what to improve, and the next step says how far.
-FAR_BELOW_PEAK = 0.10
-UTILIZATION_COLUMNS = ["flops", "bytes", "intensity", "gflops_s", "gbytes_s", "flops_peak_share", "bandwidth_peak_share", "verdict", "next_step"]
+# `tracelink tune` (llvm-cpu only) measures nothing.
+GPU_NEXT_STEPS = NEXT_STEPS | {"parallelism-bound": "fewer workgroups than the device has compute units: some idle (occupancy)"}
+GPU_NOT_MEASURED = "no strategy measured on it: tracelink tune supports llvm-cpu only for now"
 
 
-def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, kind: str, machine: Machine) -> tuple[str, str]:
-    """(verdict, next step) of one dispatch; empty when it was not timed or has no cost model.
-
-    ``kind`` is the root op and export name (a convolution is a ``linalg.generic`` by the time it is
-    dispatched; its export still says ``conv``).
-    """
+def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, machine: Machine, lower_bound: bool = False) -> tuple[str, str]:
+    """(verdict, next step) of one dispatch; empty when it was not timed or has no cost model, and no
+    verdict when its costs are lower bounds."""
     if not median_ns > 0 or not (flops > 0 or moved > 0):
         return "", ""
+    if lower_bound:
+        return "", LOWER_BOUND_STEP
+    compute, bandwidth = flops / median_ns / machine.peak_gflops, moved / median_ns / machine.peak_gbps
     if median_ns < OVERHEAD_NS:
         name = "overhead-bound"
     elif 0 < workgroup_count < machine.workers:
         name = "parallelism-bound"
-    elif moved > machine.cache_bytes and flops / moved < machine.ridge:
+    elif max(compute, bandwidth) < FAR_FROM_ROOFS:
+        name = FAR
+    elif (moved > machine.cache_bytes and flops / moved < machine.ridge) or compute < FAR_FROM_ROOFS:
         name = "memory-bound"
     else:
         name = "compute-bound"
-    contraction = name == "compute-bound" and any(word in kind for word in CONTRACTION_WORDS)
-    steps = GPU_NEXT_STEPS if machine.kind == "gpu" else NEXT_STEPS
-    step = steps[f"{name} contraction" if contraction else name]
-    if name in ("compute-bound", "memory-bound"):
-        share = flops / median_ns / machine.peak_gflops if name == "compute-bound" else moved / median_ns / machine.peak_gbps
-        if share < FAR_BELOW_PEAK:  # the code, not the roof: a memory-bound one too is a matter of tiles
-            roof = "compute" if name == "compute-bound" else "bandwidth"
-            first = step.split(":")[0] if name == "compute-bound" else steps["compute-bound"].split(":")[0]
-            step = f"{first}: it runs at {share:.1%} of the {roof} peak, far from the machine's limit"
-    return name, step
+    steps, unmeasured = (GPU_NEXT_STEPS, GPU_NOT_MEASURED) if machine.kind == "gpu" else (NEXT_STEPS, NOT_MEASURED)
+    return name, f"{steps[name]} ({compute:.1%} of the compute peak, {bandwidth:.1%} of the bandwidth); {unmeasured}"
 
 
 def rates(flops: pd.Series, moved: pd.Series, ns: pd.Series, machine: Machine) -> pd.DataFrame:
@@ -98,10 +102,11 @@ def call_site_utilization(call_sites: pd.DataFrame, graph: nx.DiGraph, machine: 
     table = call_sites.assign(
         flops=[float(nodes[int(i)].get("flops", 0.0)) for i in call_sites["call_site"]],
         bytes=[float(nodes[int(i)].get("bytes", 0.0)) for i in call_sites["call_site"]],
+        lower_bound=[not bool(nodes[int(i)].get("cost_exact", True)) for i in call_sites["call_site"]],
     )
     table = pd.concat([table, rates(table["flops"], table["bytes"], table["median_ns"].astype(float), machine)], axis=1)
     verdicts = [
-        verdict(row.flops, row.bytes, float(row.median_ns) if row.phase == "run" else 0.0, int(row.workgroup_count), f"{row.root_op} {row.export}", machine)
+        verdict(row.flops, row.bytes, float(row.median_ns) if row.phase == "run" else 0.0, int(row.workgroup_count), machine, bool(row.lower_bound))
         for row in table.itertuples()
     ]
     return table.assign(verdict=[v for v, _ in verdicts], next_step=[s for _, s in verdicts])
@@ -109,22 +114,28 @@ def call_site_utilization(call_sites: pd.DataFrame, graph: nx.DiGraph, machine: 
 
 def credited(call_sites: pd.DataFrame, attribution: pd.DataFrame) -> pd.DataFrame:
     """Per (call site, op): FLOPs, bytes and median-based time over the run, split by the time fractions."""
-    sites = call_sites[["call_site", "flops", "bytes", "median_ns", "count", "verdict", "next_step"]]
+    sites = call_sites[["call_site", "flops", "bytes", "lower_bound", "median_ns", "count", "verdict", "next_step"]]
     rows = attribution[attribution["fraction"] > 0].merge(sites, on="call_site")  # init ops take no part
     executions = rows["count"].astype(float) * rows["fraction"]
     return pd.DataFrame({
         "call_site": rows["call_site"], "op": rows["op"], "flops": rows["flops"] * executions, "bytes": rows["bytes"] * executions,
-        "ns": rows["median_ns"].astype(float) * executions, "verdict": rows["verdict"], "next_step": rows["next_step"],
+        "lower_bound": rows["lower_bound"].astype(bool), "ns": rows["median_ns"].astype(float) * executions,
+        "verdict": rows["verdict"], "next_step": rows["next_step"],
     })
 
 
 def grouped_utilization(parts: pd.DataFrame, keys: list[str], machine: Machine) -> pd.DataFrame:
-    """Sum credited FLOPs, bytes and time per key; the verdict of the call site giving each key the most time."""
+    """Sum credited FLOPs, bytes and time per key; the verdict of the call site giving each key the most
+    time; a lower bound when any part is (then no verdict)."""
     if parts.empty:
         return pd.DataFrame(columns=[*keys, *UTILIZATION_COLUMNS])
-    sums = parts.groupby(keys, sort=False)[["flops", "bytes", "ns"]].sum()
+    grouped = parts.groupby(keys, sort=False)
+    sums = grouped[["flops", "bytes", "ns"]].sum()
+    lower_bound = grouped["lower_bound"].any()
     dominant = parts.sort_values("ns", ascending=False, kind="stable").groupby(keys, sort=False)[["verdict", "next_step"]].first()
-    table = pd.concat([sums[["flops", "bytes"]], rates(sums["flops"], sums["bytes"], sums["ns"], machine), dominant], axis=1)
+    dominant.loc[lower_bound, "verdict"] = ""
+    dominant.loc[lower_bound, "next_step"] = LOWER_BOUND_STEP
+    table = pd.concat([sums[["flops", "bytes"]], lower_bound, rates(sums["flops"], sums["bytes"], sums["ns"], machine), dominant], axis=1)
     return table.reset_index()
 
 
@@ -133,6 +144,7 @@ def with_utilization(table: pd.DataFrame, keys: list[str], values: pd.DataFrame)
     joined = table.drop(columns=[c for c in UTILIZATION_COLUMNS if c in table], errors="ignore").merge(values, on=keys, how="left")
     joined[["verdict", "next_step"]] = joined[["verdict", "next_step"]].fillna("")
     joined[["flops", "bytes"]] = joined[["flops", "bytes"]].fillna(0.0)
+    joined["lower_bound"] = joined["lower_bound"].astype("boolean").fillna(False).astype(bool)
     return joined
 
 

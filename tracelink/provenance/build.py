@@ -32,14 +32,15 @@ def phase_dump(phases: Path, phase: str) -> Path:
     return found[0]
 
 
-def build_provenance(program: InputProgram, artifacts: Path, entry: str) -> Provenance:
-    """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``."""
+def build_provenance(program: InputProgram, artifacts: Path, entry: str, argument_shapes: list[tuple[int, ...] | None] | None = None) -> Provenance:
+    """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``;
+    ``argument_shapes`` (the run's input shapes) fix the dispatches' dynamic sizes."""
     context = new_context()
     phases = artifacts / "phases"
     normalise = Normaliser(program.enclosing_locations)
     hal_module = parse_file(phase_dump(phases, "hal"), context)
     call_sites = read_call_sites(hal_module, entry, normalise)
-    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context)
+    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes)
     exports = read_exports(artifacts / "executables", artifacts, context)
     input_phase = parse_file(phase_dump(phases, "input"), context)
     graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise))

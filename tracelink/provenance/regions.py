@@ -19,8 +19,9 @@ with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's
 The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space
 without the loops none of its inputs index (there the result is one value broadcast) × its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
 casts and constants 0; fills and data movement 0); bytes are the compulsory traffic, every tensor the
-region reads (its operands) and writes (its results) once. Dynamic sizes count as 1 and make the
-cost inexact.
+region reads (its operands) and writes (its results) once. Dynamic sizes take the values the profiled
+run gave them (:mod:`tracelink.provenance.runtime_sizes`); one that stays unknown counts as 1 and makes
+the cost a lower bound (``cost_exact`` false).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from iree.compiler.dialects import linalg
 
 from tracelink.provenance.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
+from tracelink.provenance.runtime_sizes import RuntimeSizes
 
 STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
 NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
@@ -68,7 +70,7 @@ class DispatchRegion:
     export: str | None = None
     flops: float = 0.0  # arithmetic ops over every structured op's iteration space
     bytes: float = 0.0  # compulsory traffic: every operand and result tensor once
-    cost_exact: bool = True  # False when a dynamic size counted as 1
+    cost_exact: bool = True  # False when a size the run did not fix counted as 1: FLOPs and bytes are lower bounds
 
 
 def elements(shape: tuple[int, ...] | None) -> int:
@@ -88,15 +90,19 @@ def indexing_maps(op: ir.Operation) -> list[ir.AffineMap] | None:
         return [ir.AffineMapAttr(map_attr).value for map_attr in maps]
 
 
-def loop_sizes(op: ir.Operation) -> dict[int, int] | None:
-    """Static loop bounds of a structured op (generic, named or attention) read off its operand shapes
-    through its indexing maps' plain dims; None for ops without indexing maps. Dynamic loops are left out."""
+STATIC = RuntimeSizes()  # static sizes only: what a program says without a run
+
+
+def loop_sizes(op: ir.Operation, run: RuntimeSizes = STATIC) -> dict[int, int] | None:
+    """Loop bounds of a structured op (generic, named or attention) read off its operand shapes (as the
+    run had them) through its indexing maps' plain dims; None for ops without indexing maps. Loops whose
+    size is not known are left out."""
     maps = indexing_maps(op)
     if maps is None:
         return None
     sizes: dict[int, int] = {}
     for value, affine_map in zip(op.operands, maps):
-        shape = static_shape(value.type)
+        shape = run.shape(value)
         for result_index, expr in enumerate(affine_map.results):
             if shape and isinstance(expr, ir.AffineDimExpr) and shape[result_index] > 0:
                 sizes[expr.position] = shape[result_index]
@@ -118,16 +124,27 @@ def attention_sizes(op: ir.Operation, sizes: dict[int, int]) -> tuple[int, int, 
     return size((query | key) - contracted), size(contracted), size((value & output) - query), size(output)
 
 
-def iteration_space(op: ir.Operation) -> float:
+def loops_known(op: ir.Operation, run: RuntimeSizes = STATIC) -> bool:
+    """Whether every size an op's cost reads is known: all its loops (an op with indexing maps), else
+    all its operand and result shapes."""
+    maps = indexing_maps(op)
+    if maps is not None:
+        sizes = loop_sizes(op, run) or {}
+        return all(dim in sizes for dim in range(maps[0].n_dims)) if maps else True
+    shapes = [run.shape(value) for value in [*op.operands, *op.results]]
+    return all(size >= 0 for shape in shapes if shape for size in shape)
+
+
+def iteration_space(op: ir.Operation, run: RuntimeSizes = STATIC) -> float:
     """Estimated iteration-space size of a structured op (see the module docstring)."""
-    shapes = [static_shape(value.type) for value in op.operands]
-    sizes = loop_sizes(op)
+    shapes = [run.shape(value) for value in op.operands]
+    sizes = loop_sizes(op, run)
     if sizes is not None and op.name == ATTENTION:  # two contractions around a softmax, not one loop nest
         scores, contracted, produced, _ = attention_sizes(op, sizes)
         return float(scores * (contracted + produced))
     if sizes is not None:
         return float(math.prod(sizes.values())) if sizes else 1.0
-    result_shapes = [static_shape(r.type) for r in op.results] or shapes[-1:]
+    result_shapes = [run.shape(r) for r in op.results] or shapes[-1:]
     tensor_inputs = [s for s in shapes[: len(shapes) - len(result_shapes)] if s]
     if len(tensor_inputs) >= 2 and result_shapes and result_shapes[0]:
         return math.sqrt(elements(tensor_inputs[0]) * elements(tensor_inputs[1]) * elements(result_shapes[0]))
@@ -160,19 +177,19 @@ def broadcast_loops(op: ir.Operation) -> set[int]:
     return set(range(maps[-1].n_dims)) - read
 
 
-def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation]) -> float:
+def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation], run: RuntimeSizes = STATIC) -> float:
     """FLOPs of one structured op: the distinct points of its iteration space (without its broadcast
     loops, :func:`broadcast_loops`: a compiler may compute their one value once, and counting it again
     would put a well-compiled dispatch above the machine's peak) × its body's arithmetic per point; for
     ops with no body the scalar ops they stand for (``linalg.softmax``), and for attention its two
     contractions (2 FLOPs per multiply-add) plus the softmax per score and one divide per output element."""
-    sizes = loop_sizes(op)
+    sizes = loop_sizes(op, run)
     if op.name == ATTENTION and sizes is not None:
         scores, contracted, produced, outputs = attention_sizes(op, sizes)
         return float(scores * (2 * contracted + ATTENTION_SOFTMAX_FLOPS + 2 * produced) + outputs)
     per_point = BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
     repeated = math.prod(sizes.get(loop, 1) for loop in broadcast_loops(op)) if sizes else 1
-    return iteration_space(op) / repeated * per_point
+    return iteration_space(op, run) / repeated * per_point
 
 
 def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
@@ -180,9 +197,10 @@ def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
     return sum(op.name.startswith(ARITHMETIC_PREFIXES) and op.name not in NOT_ARITHMETIC for op in scalar_ops)
 
 
-def tensor_bytes(value_type: ir.Type) -> tuple[float, bool]:
-    """Size in bytes of a tensor type, and whether it is exact (static); (0, True) for non-tensors."""
-    shape = static_shape(value_type)
+def tensor_bytes(value_type: ir.Type, shape: tuple[int, ...] | None = None) -> tuple[float, bool]:
+    """Size in bytes of a tensor type (of ``shape`` when given: the run's), and whether it is exact (every
+    size known); (0, True) for non-tensors."""
+    shape = static_shape(value_type) if shape is None else shape
     if shape is None:
         return 0.0, True
     element_type = ir.ShapedType(value_type).element_type
@@ -190,13 +208,13 @@ def tensor_bytes(value_type: ir.Type) -> tuple[float, bool]:
     return elements(shape) * max(bits, 8) / 8, all(size >= 0 for size in shape)
 
 
-def compulsory_bytes(region_op: ir.Operation) -> tuple[float, bool]:
+def compulsory_bytes(region_op: ir.Operation, run: RuntimeSizes = STATIC) -> tuple[float, bool]:
     """Bytes a dispatch region must read and write at least: each operand and result tensor once."""
-    sizes = [tensor_bytes(value.type) for value in [*region_op.operands, *region_op.results]]
+    sizes = [tensor_bytes(value_type, shape) for value_type, shape in run.region_tensors(region_op)]
     return sum(size for size, _ in sizes), all(exact for _, exact in sizes)
 
 
-def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegion:
+def region_costs(region_op: ir.Operation, normalise: Normaliser, run: RuntimeSizes = STATIC) -> DispatchRegion:
     """One dispatch region's costs per source location, init ops and heaviest op at its own location."""
     own = normalise(region_op.location)
     region = DispatchRegion("", 0, own, "unknown")
@@ -207,27 +225,27 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser) -> DispatchRegi
         if op.name in INIT_OPS and op_location != own:
             region.init.add(op_location)
             continue
-        space = iteration_space(op)
+        space = iteration_space(op, run)
         scalar_ops = body_ops(op)
-        region.flops += op_flops(op, scalar_ops)
-        region.cost_exact &= loop_sizes(op) is not None or op.name.startswith("tensor.")
+        region.flops += op_flops(op, scalar_ops, run)
+        region.cost_exact &= loops_known(op, run)
         costs[op_location] += space
         for scalar in scalar_ops:
             scalar_location = normalise(scalar.location)
             costs[scalar_location if scalar_location.known else op_location] += space
-        weight = op_weight(op)
+        weight = op_weight(op, run)
         if op_location == own and weight > heaviest:
             heaviest, region.root_op = weight, op.name
     region.costs = dict(costs)
-    region.bytes, exact = compulsory_bytes(region_op)
+    region.bytes, exact = compulsory_bytes(region_op, run)
     region.cost_exact &= exact
     region.present = {member.frames for op in walk(region_op) for member in normalise(op.location).members}
     return region
 
 
-def op_weight(op: ir.Operation) -> float:
+def op_weight(op: ir.Operation, run: RuntimeSizes = STATIC) -> float:
     """Estimated work of one structured op: its iteration space × (its body ops + 1)."""
-    return iteration_space(op) * (len(body_ops(op)) + 1)
+    return iteration_space(op, run) * (len(body_ops(op)) + 1)
 
 
 @dataclass
@@ -276,17 +294,25 @@ def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def read_regions(dispatch_creation: Path, flow: Path, normalise: Normaliser, context: ir.Context | None = None) -> list[DispatchRegion]:
-    """Every dispatch region with its costs per location, and the export the flow phase gives it."""
+def read_regions(
+    dispatch_creation: Path, flow: Path, normalise: Normaliser, context: ir.Context | None = None,
+    entry: str | None = None, argument_shapes: list[tuple[int, ...] | None] | None = None,
+) -> list[DispatchRegion]:
+    """Every dispatch region with its costs per location, and the export the flow phase gives it.
+
+    ``argument_shapes`` are the shapes the run gives function ``entry``'s arguments: they fix the
+    dynamic sizes of that function's dispatches (:mod:`tracelink.provenance.runtime_sizes`).
+    """
     context = context or new_context()
     regions: list[DispatchRegion] = []
     # Keep each module referenced while walking it: the bindings free a module's ops with it.
     created = parse_file(dispatch_creation, context)
     for code_name, code_op in code_blocks(created):
         ordinal = 0
+        run = RuntimeSizes(argument_shapes if code_name == entry else None)
         for op in walk(code_op):
             if op.name == "flow.dispatch.workgroups":
-                region = region_costs(op, normalise)
+                region = region_costs(op, normalise, run)
                 region.function, region.ordinal = code_name, ordinal
                 regions.append(region)
                 ordinal += 1

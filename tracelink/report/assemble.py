@@ -37,7 +37,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     ops = op_table(profile, graph)
     library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
     files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
-    add_line_utilization(profile.source_lines, files, program)
+    add_line_utilization(profile.source_lines, files, program, profile)
     call_sites = call_site_rows(profile, graph, lines, ops)
     executables = read_executables(profile, graph, enclosing, by_frames, context, sources.allows_dumps())
     durations, per_iteration = event_series(profile.events)

@@ -13,6 +13,7 @@ from tracelink.arguments import add_source_arguments
 from tracelink.outdir import locked
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import build_report
+from tracelink.report.json_output import dump, profile_document
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.trace import write_trace
@@ -33,7 +34,8 @@ def run_report_command(args: argparse.Namespace) -> int:
     Console(stderr=True, highlight=False, markup=False).print(
         f"wrote {report} ({size / 1e6:.2f} MB), {trace} and {pprof} in {time.perf_counter() - started:.1f} s"
     )
-    print(report)
+    # --json: the profile's document (its measured strategies included) instead of the report's path
+    print(dump(profile_document(profile, command="report")) if args.json else report)
     return 0
 
 
@@ -41,5 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="rebuild the HTML provenance report and trace.json of a profile directory")
     parser.add_argument("directory", type=Path, help="profile directory written by 'tracelink profile'")
     parser.add_argument("-o", "--output", type=Path, default=None, help="report file (default: DIRECTORY/report.html)")
+    parser.add_argument("--json", action="store_true", help="print the profile's JSON document (hottest lines and dispatches, "
+                        "verdicts, measured strategies) on stdout instead of the report's path")
     add_source_arguments(parser)
     parser.set_defaults(handler=run_report_command)

@@ -42,6 +42,17 @@ def rate(value: float | None, unit: str) -> str:
     return f"{float(value):.3g} {unit}"
 
 
+def lower_bound_mark(lower_bound) -> str:
+    """"≥" before a rate whose FLOPs or bytes are lower bounds (a dynamic size the run did not fix); a
+    missing value (an older profile, NaN after a CSV round trip) is not one."""
+    if lower_bound is None or isinstance(lower_bound, str):
+        return ""
+    try:
+        return "≥" if lower_bound == lower_bound and bool(lower_bound) else ""  # NaN != NaN
+    except TypeError:  # pandas' NA
+        return ""
+
+
 def text_or_empty(value) -> str:
     """A table cell's text: empty for missing values (NaN after a CSV round trip)."""
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)

@@ -26,7 +26,7 @@ from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.device_time import device_time_parts
-from tracelink.report.fmt import clean, el, flushed_run_text, heat, missing_events_text, ns, pct, rate
+from tracelink.report.fmt import clean, el, flushed_run_text, heat, lower_bound_mark, missing_events_text, ns, pct, rate
 from tracelink.report.components import components_view
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
@@ -35,6 +35,7 @@ from tracelink.report.assemble import build_model
 from tracelink.report.model import ReportModel, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
 from tracelink.report.summary import short_paths
+from tracelink.report.strategies import strategies_section
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
@@ -118,6 +119,8 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
                ("audit", "Audit"), ("glossary", "Glossary")]
     if model.zones is not None:
         anchors.insert(3, ("runtime", "Runtime"))
+    if model.profile.strategies is not None:
+        anchors.insert(anchors.index(("dispatches", "Dispatches")) + 1, ("strategies", "Strategies"))
     for anchor, label in anchors:
         el(nav, "a", href=f"#{anchor}", text=label)
     main = el(body, "main")
@@ -126,6 +129,7 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     source_section(main, model, templates)
     flame_section(main, model)
     dispatch_section(main, model)
+    strategies_section(main, model.profile)
     if model.zones is not None:
         runtime_section(main, model.zones)
     graph_section(main, model, layouts, templates)
@@ -281,8 +285,8 @@ def hot_lines_table(parent, model: ReportModel) -> None:
         judged = next((item for item in same if item.verdict), line)
         verdict = el(row, "td", class_="verdict", data_v=judged.verdict, title=judged.next_step or None)
         verdict.append(verdict_badge(judged.verdict))
-        if judged.verdict:
-            el(verdict, "span", class_="num rate", text=line_rate(judged))
+        if judged.verdict or judged.lower_bound:
+            el(verdict, "span", class_="num rate", text=lower_bound_mark(judged.lower_bound) + line_rate(judged))
         fused_cell(el(row, "td", class_="fused"), model, same, names)
         chips(el(row, "td"), line.call_sites, 3)
 
@@ -566,11 +570,12 @@ def dispatch_section(main, model: ReportModel) -> None:
         el(row, "td", class_="mono", text=site["root_op"])
         bar(el(row, "td", data_v=number_text(site["share"])), site["share"])
         el(row, "td", data_v=site["verdict"], title=site["next_step"] or None).append(verdict_badge(site["verdict"]))
-        el(row, "td", class_="num", data_v=number_text(site["gflops_s"]), text=rate(site["gflops_s"], ""))
-        el(row, "td", class_="num", data_v=number_text(site["gbytes_s"]), text=rate(site["gbytes_s"], ""))
+        bound = lower_bound_mark(site["lower_bound"])  # "≥": FLOPs and bytes are lower bounds
+        el(row, "td", class_="num", data_v=number_text(site["gflops_s"]), text=bound + rate(site["gflops_s"], ""))
+        el(row, "td", class_="num", data_v=number_text(site["gbytes_s"]), text=bound + rate(site["gbytes_s"], ""))
         el(row, "td", class_="num", data_v=number_text(site["intensity"]), text=rate(site["intensity"], ""))
         share = bound_share(site)
-        el(row, "td", class_="num", data_v=number_text(share), text=pct(share))
+        el(row, "td", class_="num", data_v=number_text(share), text=bound + pct(share))
         for key in ("total_ns", "mean_ns", "median_ns", "p90_ns"):
             el(row, "td", class_="num", data_v=number_text(site[key]), text=ns(site[key]) if site["count"] else "–")
         el(row, "td", class_="num", data_v=number_text(site["count"]), text=f"{int(site['count'] or 0)}")
@@ -603,7 +608,8 @@ def bound_share(site: dict) -> float | None:
 def why_block(drill, site: dict) -> None:
     """The drill-down's cost model, achieved rates and verdict with its next step."""
     el(drill, "h4", None, "Why it takes this long")
-    if not site["verdict"]:
+    bound = lower_bound_mark(site["lower_bound"])  # "≥": FLOPs and bytes are lower bounds, no verdict from them
+    if not site["verdict"] and not bound:
         el(drill, "p", class_="muted", text="No verdict: the call site was not timed, or its dispatch region (and so its cost model) was not found.")
         return
     verdict = el(drill, "p", class_="why")
@@ -611,10 +617,10 @@ def why_block(drill, site: dict) -> None:
     verdict[-1].tail = f" next step: {site['next_step']}"
     stats = el(drill, "div", class_="cards small")
     for value, label in (
-        (f"{site['flops']:.4g}", "FLOPs per execution"), (f"{site['bytes']:.4g}", "bytes moved (compulsory)"),
+        (f"{bound}{site['flops']:.4g}", "FLOPs per execution"), (f"{bound}{site['bytes']:.4g}", "bytes moved (compulsory)"),
         (rate(site["intensity"], "FLOP/B"), "arithmetic intensity"),
-        (f"{rate(site['gflops_s'], 'GFLOP/s')} ({pct(site['flops_peak_share'])})", "achieved (of compute peak)"),
-        (f"{rate(site['gbytes_s'], 'GB/s')} ({pct(site['bandwidth_peak_share'])})", "achieved (of bandwidth)"),
+        (f"{bound}{rate(site['gflops_s'], 'GFLOP/s')} ({bound}{pct(site['flops_peak_share'])})", "achieved (of compute peak)"),
+        (f"{bound}{rate(site['gbytes_s'], 'GB/s')} ({bound}{pct(site['bandwidth_peak_share'])})", "achieved (of bandwidth)"),
     ):
         card = el(stats, "div", class_="card")
         el(card, "div", class_="big", text=value)
@@ -898,7 +904,7 @@ GLOSSARY = (
     ("self time", "time of the ops at a line itself (each fused op's time split between its locations)"),
     ("inclusive time", "time of every op whose call stack passes through a line, like a caller's time in a CPU profiler"),
     ("FLOPs, bytes", "arithmetic ops of one execution (from each op's iteration space and body) and the bytes it must read and write at least"),
-    ("bound", "what limits a dispatch: compute (at the FLOP peak), memory (below the ridge intensity), parallelism (fewer workgroups than workers) or overhead (under 5 µs)"),
+    ("bound", "what limits a dispatch: compute (at 10 % of the FLOP peak or more), memory (below the ridge intensity), far-from-roofs (under 10 % of both peaks: the generated code), parallelism (fewer workgroups than workers) or overhead (under 5 µs); none when its FLOPs and bytes are lower bounds (≥: a dynamic size the run did not fix)"),
 )
 
 

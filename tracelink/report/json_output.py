@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from tracelink.profile_dir import Profile
+from tracelink.report.fmt import lower_bound_mark
+from tracelink.report.strategies import concrete, strategies_document
 
 SCHEMA_VERSION = "tracelink/1"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "output.schema.json"
@@ -40,8 +42,10 @@ def dump(document: dict) -> str:
     return json.dumps(plain({"schema": SCHEMA_VERSION, **document}), indent=2, allow_nan=False)
 
 
-def profile_document(profile: Profile, top: int = 10) -> dict:
-    """`tracelink profile --json`: the summary, the hottest lines (user self time) and dispatches (median × count)."""
+def profile_document(profile: Profile, top: int = 10, command: str = "profile") -> dict:
+    """`tracelink profile --json` (and `tracelink report --json`): the summary, the hottest lines (user self
+    time) and dispatches (median × count) with their verdicts, next steps and whether their FLOPs and
+    bytes are lower bounds, and what `tracelink tune` measured (``strategies``, null when it did not run)."""
     summary = profile.summary
     cover = summary["coverage"]
     lines = profile.source_lines
@@ -49,7 +53,7 @@ def profile_document(profile: Profile, top: int = 10) -> dict:
     sites = profile.call_sites
     ranked = sites.assign(robust=sites["median_ns"] * sites["count"]).sort_values("robust", ascending=False, kind="stable").head(top)
     return {
-        "command": "profile",
+        "command": command,
         "directory": str(profile.directory),
         "summary": {
             "program": summary["program"],
@@ -73,6 +77,7 @@ def profile_document(profile: Profile, top: int = 10) -> dict:
                 "inclusive_share": row.inclusive_share, "library": bool(row.library),
                 "ops": [op for op in str(row.ops).split(";") if op],
                 "call_sites": [int(site) for site in str(row.call_site_ids).split(";") if site],
+                **judgement(row, profile),
             }
             for row in hot_lines.itertuples()
         ],
@@ -80,9 +85,19 @@ def profile_document(profile: Profile, top: int = 10) -> dict:
             {
                 "call_site": int(row.call_site), "export": row.export, "root_op": row.root_op, "count": int(row.count),
                 "median_ns": row.median_ns, "p90_ns": row.p90_ns, "share": row.share, "noisy": bool(row.noisy),
+                **judgement(row, profile),
             }
             for row in ranked.itertuples()
         ],
+        "strategies": strategies_document(profile),
+    }
+
+
+def judgement(row, profile: Profile) -> dict:
+    """A line's or dispatch's verdict, next step, achieved GFLOP/s and whether its costs are lower bounds."""
+    return {
+        "verdict": str(getattr(row, "verdict", "") or ""), "next_step": concrete(str(getattr(row, "next_step", "") or ""), profile),
+        "gflops_s": getattr(row, "gflops_s", None), "lower_bound": lower_bound_mark(getattr(row, "lower_bound", None)) != "",
     }
 
 

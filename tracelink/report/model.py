@@ -26,8 +26,9 @@ from tracelink.aggregate import op_line_shares
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
-from tracelink.report.fmt import text_or_empty
+from tracelink.report.fmt import lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy
+from tracelink.report.strategies import concrete
 from tracelink.report.textmap import strip_locations, text_ops
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
@@ -57,6 +58,7 @@ class Line:
     next_step: str = ""
     gflops_s: float | None = None  # achieved, over the dispatch time credited to the line
     gbytes_s: float | None = None
+    lower_bound: bool = False  # its FLOPs and bytes are lower bounds (a dynamic size the run did not fix)
 
 
 @dataclass
@@ -240,7 +242,7 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
     return ordered, lines
 
 
-def add_line_utilization(source_lines: pd.DataFrame, files: list[SourceFile], program: str) -> None:
+def add_line_utilization(source_lines: pd.DataFrame, files: list[SourceFile], program: str, profile: Profile) -> None:
     """Each shown line's verdict and achieved rates, from ``source_lines.csv`` (files matched as lines are)."""
     if "verdict" not in source_lines:
         return
@@ -249,8 +251,9 @@ def add_line_utilization(source_lines: pd.DataFrame, files: list[SourceFile], pr
         source_file = by_path.get(program if program and same_file(str(row.file), program) else str(row.file))
         line = source_file.lines.get(int(row.line)) if source_file is not None else None
         if line is not None:
-            line.verdict, line.next_step = text_or_empty(row.verdict), text_or_empty(row.next_step)
+            line.verdict, line.next_step = text_or_empty(row.verdict), concrete(text_or_empty(row.next_step), profile)
             line.gflops_s, line.gbytes_s = number(row.gflops_s), number(row.gbytes_s)
+            line.lower_bound = lower_bound_mark(getattr(row, "lower_bound", None)) != ""
 
 
 def shown_lines(source_file: SourceFile) -> list[int]:
@@ -297,7 +300,8 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
             "target_file": str(export.get("target_file") or ""), "ops": op_roles, "lines": line_keys,
             **{key: number(row.get(key)) for key in ("count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "tile_count_mean", "tile_duration_sum_mean_ns")},
             **{key: number(row.get(key)) for key in UTILIZATION_COLUMNS if key not in ("verdict", "next_step")},
-            "verdict": text_or_empty(row.get("verdict")), "next_step": text_or_empty(row.get("next_step")),
+            "verdict": text_or_empty(row.get("verdict")), "next_step": concrete(text_or_empty(row.get("next_step")), profile),
+            "lower_bound": lower_bound_mark(row.get("lower_bound")) != "",
             "extra": {key: number(row.get(key)) for key in counter_columns(table)},
         })
     return sorted(out, key=lambda site: site["index"])

@@ -23,8 +23,9 @@ from rich.table import Table
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
-from tracelink.report.fmt import flushed_run_text, missing_events_text, ns, pct, rate, text_or_empty
+from tracelink.report.fmt import flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, text_or_empty
 from tracelink.report.model import short_export
+from tracelink.report.strategies import concrete, print_strategies
 
 PATH_WIDTH = 30
 # Width of the tables when the output is not a terminal (a pipe or a file): wide enough for every
@@ -115,6 +116,7 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
                 pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
             )
         console.print(table)
+        print_strategies(result, console, lambda path: shown.get(path, path))
     if cover.get("dispatch_time_with_source_lines_share", 1.0) < 1.0 and not result.source_ops.empty:
         print_hot_ops(result, console, iterations, top)
     dispatches = Table(title="Hottest dispatches (by median × count)", title_justify="left")
@@ -128,13 +130,13 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         dispatches.add_row(
             str(row.call_site), escape(short_export(row.export)), ns(row.median_ns), ns(row.p90_ns), pct(row.share),
             "yes" if bool(row.noisy) else "", escape(text_or_empty(getattr(row, "verdict", None)).removesuffix("-bound")),
-            rate(getattr(row, "gflops_s", None), ""),
+            lower_bound_mark(getattr(row, "lower_bound", None)) + rate(getattr(row, "gflops_s", None), ""),
         )
     console.print(dispatches)
     steps = [(row.call_site, text_or_empty(getattr(row, "next_step", None))) for row in ranked.head(NEXT_STEPS_SHOWN).itertuples()]
     for call_site, step in steps:
         if step:
-            console.print(f"  #{call_site}: {escape(step)}")
+            console.print(f"  #{call_site}: {escape(concrete(step, result))}")
     audit = cover["audit_counts"]
     reasons = cover.get("audit_reasons", {})
     console.print(

@@ -320,6 +320,8 @@ def roofline(sites: list[dict], machine: dict, width: float = 640, height: float
             "cx": f"{x_of(site['intensity']):.1f}", "cy": f"{y_of(site['gflops_s']):.1f}", "r": f"{radius:.1f}",
             "class": f"rf {site['verdict'].split('-')[0] or 'none'}", "data-cs": site["index"], "tabindex": "0",
         })
+        bound = site.get("lower_bound")
         el(dot, "title", None, f"#{site['index']} {site['export']}: {site['gflops_s']:.3g} GFLOP/s at {site['intensity']:.3g} FLOP/B, "
-                               f"{pct(site['share'])} of dispatch time · {site['verdict'] or 'no verdict'}")
+                               f"{pct(site['share'])} of dispatch time · {site['verdict'] or 'no verdict'}"
+                               + (" · FLOPs and bytes are lower bounds (a dynamic size the run did not fix)" if bound else ""))
     return root

@@ -32,6 +32,7 @@ import pandas as pd
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.provenance.graph import ops_of_call_site
+from tracelink.report.fmt import lower_bound_mark
 from tracelink.report.workgroups import counter_names
 
 PID = 1
@@ -63,6 +64,8 @@ def call_site_args(profile: Profile) -> dict[int, dict]:
             "source_ops": [f"{role}: {graph.nodes[op].get('label', op)}" for op, role in ops[:MAX_LISTED]],
             "source_lines": lines[:MAX_LISTED] + ([f"... {len(lines) - MAX_LISTED} more"] if len(lines) > MAX_LISTED else []),
         }
+        if lower_bound_mark(row.get("lower_bound")):  # its FLOPs and bytes, so its rates, are lower bounds
+            args[index]["rates_are_lower_bounds"] = True
     return args
 
 

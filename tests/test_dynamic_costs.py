@@ -1,0 +1,77 @@
+"""Dynamic shapes: FLOPs and bytes from the sizes the profiled run had, and lower bounds marked.
+
+``tests/data/dynamic.mlir`` multiplies a ``?x256`` matrix by a ``256x128`` one and takes the exp of the
+product (one dispatch: its rows are fixed by the input the run is given), then scales as many rows of
+the first matrix as a tensor *value* says (a second dispatch whose size only the data fixes: its cost
+stays a lower bound). Profiled for real with two row counts.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from lxml import html as lxml_html
+from rich.console import Console
+
+from tests.conftest import REPO, run_profile
+from tracelink.aggregate.utilization import LOWER_BOUND_STEP
+from tracelink.report import build_report
+from tracelink.report.json_output import profile_document
+from tracelink.report.summary import print_summary
+
+DYNAMIC = REPO / "tests" / "data" / "dynamic.mlir"
+F32 = 4
+
+
+@pytest.fixture(scope="module", params=[384, 100])
+def dynamic(request, tmp_path_factory):
+    rows = request.param
+    inputs = [f"{rows}x256xf32=0.01", "256x128xf32=0.02", "i64=50"]
+    return rows, run_profile(DYNAMIC, tmp_path_factory.mktemp("dynamic") / "out", repetitions=5, inputs=inputs)
+
+
+def site(profile, word: str):
+    rows = profile.call_sites[profile.call_sites["export"].str.contains(word)]
+    assert len(rows) == 1, profile.call_sites["export"].tolist()
+    return rows.iloc[0]
+
+
+def test_runtime_sizes_give_the_hand_counted_costs(dynamic):
+    rows, profile = dynamic
+    matmul = site(profile, "matmul")
+    # a multiply-add per (row, column, k) and an exp per output element; reads both matrices, writes one
+    assert matmul["flops"] == 2 * rows * 256 * 128 + rows * 128
+    assert matmul["bytes"] == F32 * (rows * 256 + 256 * 128 + rows * 128)
+    assert not matmul["lower_bound"] and matmul["verdict"] != ""
+    assert matmul["gflops_s"] == pytest.approx(matmul["flops"] / matmul["median_ns"])
+    line = profile.source_lines.set_index("line").loc[9]  # the matmul's line gets its FLOPs, exact
+    assert not line["lower_bound"] and line["flops"] > 0
+
+
+def test_a_size_only_data_fixes_is_a_lower_bound_with_no_verdict(dynamic):
+    _, profile = dynamic
+    scaled = site(profile, "elementwise")
+    assert scaled["lower_bound"] and scaled["verdict"] == "" and scaled["next_step"] == LOWER_BOUND_STEP
+    lines = profile.source_lines.set_index("line")
+    for line in (19, 22, 23):  # the scaling op and its body's multiply and add
+        assert lines.loc[line, "lower_bound"] and lines.loc[line, "verdict"] == "", lines.loc[line]
+    # marked in every table: the printed dispatches, the report's dispatch table, --json, the trace
+    printed = io.StringIO()
+    print_summary(profile, Console(file=printed, width=240))
+    row = next(text for text in printed.getvalue().splitlines() if "elementwise" in text)
+    assert "≥" in row
+    matmul_row = next(text for text in printed.getvalue().splitlines() if "matmul" in text and "│" in text)
+    assert "≥" not in matmul_row
+    page = lxml_html.fromstring(build_report(profile).read_text())
+    cells = [cell.text_content() for cell in page.xpath(f"//tr[@id='cs-{int(scaled['call_site'])}']/td")]
+    assert sum(text.startswith("≥") for text in cells) == 3, cells  # GFLOP/s, GB/s, % of peak
+    assert not any(cell.text_content().startswith("≥") for cell in page.xpath(f"//tr[@id='cs-{int(site(profile, 'matmul')['call_site'])}']/td"))
+    document = profile_document(profile)
+    judged = {row["call_site"]: row for row in document["hottest_dispatches"]}
+    assert judged[int(scaled["call_site"])]["lower_bound"] and judged[int(scaled["call_site"])]["verdict"] == ""
+    assert not judged[int(site(profile, "matmul")["call_site"])]["lower_bound"]
+    trace = json.loads((profile.directory / "trace.json").read_text())
+    flagged = {event["args"]["call_site"] for event in trace["traceEvents"] if event.get("cat") == "dispatch" and event["args"].get("rates_are_lower_bounds")}
+    assert flagged == {int(scaled["call_site"])}
