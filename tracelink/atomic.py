@@ -164,6 +164,8 @@ def remove_path(path: Path, inside: Path) -> None:
     unlinks the links it meets instead of entering them.
     """
     path = Path(path)
+    if not os.path.lexists(path):
+        return
     with open_directory(path.parent, Path(inside)) as parent:
         try:
             info = os.lstat(path.name, dir_fd=parent)
