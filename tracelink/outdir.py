@@ -130,7 +130,7 @@ def locked(directory: Path, writes: Iterable[str] = (), trees: Iterable[str] = (
     """
     directory = Path(directory)
     if not directory.is_dir() or not is_profile_directory(directory):
-        raise TracelinkError(f"{directory}: not a tracelink profile directory (run 'tracelink profile -o {directory}' first)")
+        raise TracelinkError(f"{directory}: not a profile directory (no tracelink marker; run 'tracelink profile -o {directory}' first)")
     refuse_links(directory, (MARKER, LOCK, *writes), trees)
     try:
         fd = lock(directory)
