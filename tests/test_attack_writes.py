@@ -14,21 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_profile
-from tests.test_safety import disk_bytes, program, small_disk
+from tests.conftest import EXAMPLES
+from tests.test_safety import disk_bytes, small_disk
 from tracelink import TracelinkError
 from tracelink.cli import main
 
 CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")
 
 
+PROGRAM = EXAMPLES / "mlp.mlir"
+
+
 @pytest.fixture(scope="module")
-def base_profile(tmp_path_factory) -> Path:
-    """A profile of two chained matmuls, made once; each test attacks its own copy."""
-    base = tmp_path_factory.mktemp("attack")
-    source = base / "two.mlir"
-    source.write_text(program("two", matmuls=2))
-    return run_profile(source, base / "profile", repetitions=2).directory
+def base_profile(example_profiles) -> Path:
+    """The session's profile of the MLP example; each test attacks its own copy."""
+    return example_profiles["mlp"].directory
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def one_line_error(capsys) -> str:
 def command_line(command: str, directory: Path, base: Path, tmp_path: Path) -> list[str]:
     """``command`` writing into profile ``directory`` (``base``: an untouched profile to diff against)."""
     return {
-        "profile": ["profile", str(tmp_path / "two.mlir"), "-o", str(directory), "--repetitions", "1"],
+        "profile": ["profile", str(PROGRAM), "-o", str(directory), "--repetitions", "1"],
         "report": ["report", str(directory)],
         "tune": ["tune", str(directory), "--trials", "1", "--rounds", "0"],
         "diff": ["diff", str(base), str(directory), "--rounds", "0"],
@@ -89,7 +89,6 @@ COMMANDS = ("profile", "report", "tune", "diff", "ingest", "repro")
 @pytest.mark.parametrize("planted", [".tracelink.lock", ".tracelink"])
 def test_a_linked_lock_or_marker_is_refused_and_its_target_kept(base_profile, victim, tmp_path, capsys, command, planted):
     directory = copy_of(base_profile, tmp_path)
-    shutil.copy(Path(base_profile.parent / "two.mlir"), tmp_path / "two.mlir")
     (directory / planted).unlink(missing_ok=True)
     (directory / planted).symlink_to(victim / "secret.txt")
     before = checksums(victim)
@@ -112,7 +111,6 @@ def test_a_linked_lock_or_marker_is_refused_and_its_target_kept(base_profile, vi
 ])
 def test_a_link_where_a_command_writes_is_refused(base_profile, victim, tmp_path, capsys, command, planted):
     directory = copy_of(base_profile, tmp_path)
-    shutil.copy(base_profile.parent / "two.mlir", tmp_path / "two.mlir")
     path = directory / planted
     if path.is_dir():
         shutil.rmtree(path)
@@ -212,13 +210,12 @@ def test_output_paths_replace_what_tracelink_wrote(base_profile, tmp_path, capsy
 
 
 def test_force_never_deletes_folders_the_user_made(base_profile, tmp_path, capsys):
-    shutil.copy(base_profile.parent / "two.mlir", tmp_path / "two.mlir")
     mine = tmp_path / "mine"
     for folder in ("artifacts", "tune"):
         (mine / folder).mkdir(parents=True)
         (mine / folder / "results.txt").write_text(f"the user's {folder}\n")
     before = checksums(mine)
-    assert main(["profile", str(tmp_path / "two.mlir"), "-o", str(mine), "--force"]) == 1
+    assert main(["profile", str(PROGRAM), "-o", str(mine), "--force"]) == 1
     line = one_line_error(capsys)
     assert "exists and was not written by tracelink; --force does not replace it" in line, line
     assert checksums(mine) == before
@@ -226,11 +223,10 @@ def test_force_never_deletes_folders_the_user_made(base_profile, tmp_path, capsy
 
 def test_reprofiling_removes_stale_repro_and_diff_rounds(base_profile, tmp_path, capsys):
     directory = copy_of(base_profile, tmp_path)
-    shutil.copy(base_profile.parent / "two.mlir", tmp_path / "two.mlir")
     assert main(["repro", str(directory), "0"]) == 0
     (directory / "diff_rounds" / "base_0").mkdir(parents=True)
     (directory / "diff_rounds" / "base_0" / "run.jsonl").write_text("stale\n")
-    assert main(["profile", str(tmp_path / "two.mlir"), "-o", str(directory), "--repetitions", "1"]) == 0
+    assert main(["profile", str(PROGRAM), "-o", str(directory), "--repetitions", "1"]) == 0
     assert not (directory / "repro").exists() and not (directory / "diff_rounds").exists()
 
 
