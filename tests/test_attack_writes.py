@@ -138,6 +138,10 @@ def test_links_deep_in_what_a_command_writes_are_refused(base_profile, victim, t
     os.link(victim / "folder" / "kept.txt", directory / "tune" / "x" / "trials.csv")
     assert main(["tune", str(directory), "--trials", "1", "--rounds", "0"]) == 1
     assert "trials.csv: has another name (a hard link)" in one_line_error(capsys)
+    shutil.rmtree(directory / "tune")
+    os.link(victim / "secret.txt", directory / "tune")  # a file where tune makes its folder (found by make fuzz)
+    assert main(["tune", str(directory), "--trials", "1", "--rounds", "0"]) == 1
+    assert f"{directory / 'tune'}: exists and is not a directory" in one_line_error(capsys)
     assert checksums(victim) == before
 
 

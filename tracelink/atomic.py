@@ -150,7 +150,12 @@ def make_directory(path: Path, inside: Path | None = None) -> Path:
     """
     path = Path(path)
     if inside is None:
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise TracelinkError(f"{path}: exists and is not a directory") from None
+        except OSError as error:
+            raise TracelinkError(f"{path}: cannot create the directory ({error.strerror})") from None
         return path
     Path(inside).mkdir(parents=True, exist_ok=True)
     with open_directory(path, Path(inside), create=True):

@@ -208,6 +208,8 @@ def refuse_links(directory: Path, writes: Iterable[str], trees: Iterable[str] = 
             if os.path.islink(path):
                 raise link_error(path)
     for tree in trees:
+        if os.path.lexists(directory / tree) and not (directory / tree).is_dir():
+            raise TracelinkError(f"{directory / tree}: exists and is not a directory")
         for root, folders, files in os.walk(directory / tree):  # os.walk enters no link
             for name in (*folders, *files):
                 path = Path(root) / name
