@@ -32,7 +32,8 @@ static int tl_writev_all(int fd, struct iovec* parts, int count) {
 }
 
 int tl_output_create(const char* path) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  // never through a link planted at the record's name (tracelink removes stale records first)
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return -1;
   static const char kMagic[8] = {'T', 'L', 'H', 'O', 'O', 'K', 0, 0};
   uint32_t version[2] = {TL_FORMAT_VERSION, 0};

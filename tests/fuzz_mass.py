@@ -306,6 +306,123 @@ def read_profile_file(workspace: Workspace, data: bytes) -> None:
     PROFILE_READERS[name.decode()](path)
 
 
+# Profile directories with planted links (issue 22 class 1) -----------------------------------------------
+
+# Where the commands write in a profile directory: the lock and marker, the files of every command, and
+# the folders repro, diff and tune write into, at the depths they write.
+WRITTEN_PATHS = (
+    ".tracelink", ".tracelink.lock", "profile.json", "events.parquet", "call_sites.csv", "report.html", "trace.json",
+    "profile.pb.gz", "zones.parquet", "diff.csv", "diff.json", "artifacts", "artifacts/ingested.tracy", "repro",
+    "repro/call_site_0", "repro/call_site_0/dispatch.mlir", "repro/call_site_0/run.sh", "repro/call_site_0/README.md",
+    "diff_rounds", "diff_rounds/base_0", "diff_rounds/base_0/run.log", "tune", "tune/trials.csv", "tune/schedule.csv",
+)
+PLANT_KINDS = ("link-to-file", "link-to-folder", "dangling-link", "hard-link", "old-temporary-name")
+LINK_COMMANDS = ("profile", "report", "repro", "diff", "tune")
+LINK_TIME_BOUND_S = 30  # per input: a command that hangs on a planted file is unexpected too
+
+
+def planted_links(workspace: Workspace, rng: random.Random) -> bytes:
+    """A command and 1-3 links or files planted where it (or another command) writes, as JSON."""
+    plants = [[rng.choice(WRITTEN_PATHS), rng.choice(PLANT_KINDS)] for _ in range(rng.randint(1, 3))]
+    return json.dumps({"command": rng.choice(LINK_COMMANDS), "plants": plants}).encode()
+
+
+def plant(directory: Path, relative: str, kind: str, decoy: Path) -> None:
+    """Replace ``directory/relative`` by a link (or hard link) to the decoy tree; its parents become real folders."""
+    path = directory / relative
+    for parent in reversed(path.relative_to(directory).parents[:-1]):
+        if (directory / parent).is_symlink() or not (directory / parent).is_dir():
+            (directory / parent).unlink(missing_ok=True)
+            (directory / parent).mkdir()
+    if kind == "old-temporary-name":  # the predictable temporaries tracelink's atomic writes once used, at the next pids
+        for pid in range(os.getpid(), os.getpid() + 3):
+            path.with_name(f".{path.name}.{pid}.tmp").unlink(missing_ok=True)
+            path.with_name(f".{path.name}.{pid}.tmp").symlink_to(decoy / "secret.txt")
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    if kind == "link-to-file":
+        path.symlink_to(decoy / "secret.txt")
+    elif kind == "link-to-folder":
+        path.symlink_to(decoy / "folder")
+    elif kind == "dangling-link":
+        path.symlink_to(decoy / "created-through-a-link")
+    else:
+        os.link(decoy / "folder" / "kept.txt", path)
+
+
+def write_command(command: str, directory: Path) -> Callable[[], object]:
+    """The real command writing into ``directory`` (profile: its claim, which checks, locks and clears it;
+    tune: its lock and the writers of its trials and schedule, not the search, which compiles)."""
+    from argparse import Namespace
+
+    import pandas as pd
+
+    from tracelink.outdir import claim_output, locked
+    from tracelink.report.command import run_report_command
+    from tracelink.repro import run_repro_command
+    from tracelink.tune.command import run_diff
+    from tracelink.tune.run import TrialLog, write_table
+
+    def tune() -> None:
+        with locked(directory, trees=("tune",)):
+            TrialLog(directory / "tune" / "trials.csv", resume=True).append([])
+            write_table(pd.DataFrame({"round": [1]}), directory / "tune" / "schedule.csv")
+
+    return {
+        "profile": lambda: claim_output(directory).release(),
+        "report": lambda: run_report_command(Namespace(directory=directory, output=None, source_root=[], no_sources=False, source_map=[])),
+        "repro": lambda: run_repro_command(Namespace(profile=directory, target="0", output=None)),
+        "diff": lambda: run_diff(Namespace(base=directory, tuned=directory, rounds=0, iterations=None, output=None, json=False)),
+        "tune": tune,
+    }[command]
+
+
+class OutOfTime(Exception):
+    """An input ran past LINK_TIME_BOUND_S."""
+
+
+def read_planted_links(workspace: Workspace, data: bytes) -> None:
+    """Plant the links in a copy of a real profile, run the command; the decoy tree beside it must not change.
+
+    A one-line refusal is expected; a changed decoy, a traceback or running past the time bound is not."""
+    import contextlib
+    import signal
+
+    from tests.test_attack_writes import checksums
+
+    spec = json.loads(data)
+    root = workspace.scratch / "links"
+    if root.exists():
+        shutil.rmtree(root)
+    decoy = root / "decoy"
+    (decoy / "folder").mkdir(parents=True)
+    (decoy / "secret.txt").write_text("the user's own file\n")
+    (decoy / "folder" / "kept.txt").write_text("kept\n")
+    directory = root / "profile"
+    shutil.copytree(workspace.seeds / "run", directory, symlinks=True)
+    for relative, kind in spec["plants"]:
+        plant(directory, relative, kind, decoy)
+    before = checksums(decoy)
+
+    def out_of_time(signal_number: int, frame: object) -> None:
+        raise OutOfTime(f"{spec['command']} ran past {LINK_TIME_BOUND_S} s")
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(LINK_TIME_BOUND_S)
+    try:
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            error = outcome_of(write_command(spec["command"], directory))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    if checksums(decoy) != before:
+        raise AssertionError(f"{spec['command']} changed the decoy tree outside the profile: {spec['plants']}")
+    if error is not None:
+        raise error
+
+
 FIRST_OP_LINE = 3
 
 
@@ -412,6 +529,7 @@ TARGETS = {
         Target("profile-dir", 0.04, profile_file, one_by_one(read_profile_file)),
         Target("location-generated", 0.50, generated_location, read_locations, batch=100, suffix=".loc"),
         Target("location-mutated", 0.20, mutated_location, read_locations, suffix=".loc"),
+        Target("planted-links", 0.0005, planted_links, one_by_one(read_planted_links), suffix=".json"),
     )
 }
 
@@ -525,6 +643,7 @@ def plan(total: int, targets: list[str], chunk_size: int, first: int) -> list[Ch
     for name in targets:
         count = round(total * TARGETS[name].share / shares) if len(targets) > 1 else total
         size = max(chunk_size // 10, TARGETS[name].batch) if name in ("profile-dir", "tracy-capture") else chunk_size
+        size = max(1, chunk_size // 200) if name == "planted-links" else size  # whole commands: ~0.1-1 s per input
         per_target.append([Chunk(name, start, min(size, first + count - start)) for start in range(first, first + count, size)])
     return [chunk for group in zip_longest_chunks(per_target) for chunk in group]
 

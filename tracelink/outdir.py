@@ -4,7 +4,13 @@ A profile directory holds a marker file (``.tracelink``, with a format version).
 refuses a non-empty directory without it (unless forced; a profile an older tracelink wrote before
 the marker existed is recognised by its files), locks the directory for the whole run (a
 second run into it is refused), and removes every file an earlier run wrote before writing its own,
-so nothing of an earlier profile can be read as this one's.
+so nothing of an earlier profile can be read as this one's. Forced into a directory that is not a
+profile, it refuses to replace anything there with one of its own names: tracelink removes or
+overwrites only what it wrote.
+
+Every command that writes into a profile directory locks it and refuses it while a symbolic link (or
+a file with a second name) sits where it writes, so nothing outside the directory is written through
+one; the writes themselves go through :mod:`tracelink.atomic`, which follows no link either.
 """
 
 from __future__ import annotations
@@ -12,13 +18,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink import TracelinkError, __version__
+from tracelink.atomic import TEMPORARY_SUFFIX, link_error, make_directory, remove_path, write_text_atomic
 
 MARKER = ".tracelink"
 LOCK = ".tracelink.lock"
@@ -27,8 +34,12 @@ FORMAT_VERSION = 1
 OWNED = (
     "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv",
     "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz", "workgroups.parquet",
-    "zones.parquet", "diff.csv", "diff.json",
+    "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds",
 )
+# The start of an HTML report tracelink wrote (its <head> names the generator), for `report -o`.
+REPORT_HEADER = '<meta name="generator" content="tracelink'
+# The first line of a repro folder's README.md, by which `repro -o` recognises a folder it wrote.
+REPRO_HEADER = "# Dispatch call site #"
 
 
 @dataclass
@@ -83,10 +94,17 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise TracelinkError(f"{directory}: exists and is not a directory")
-    if directory.is_dir() and any(directory.iterdir()) and not is_profile_directory(directory) and not force:
+    ours = not directory.is_dir() or not any(directory.iterdir()) or is_profile_directory(directory)
+    if not ours and not force:
         raise TracelinkError(
             f"{directory}: not empty and not a tracelink profile directory; choose another -o or pass --force to write into it"
         )
+    refuse_links(directory, (MARKER, LOCK, *OWNED))
+    if not ours:  # forced: write beside the user's files, never over them
+        for name in (MARKER, *OWNED):
+            if os.path.lexists(directory / name):
+                raise TracelinkError(f"{directory / name}: exists and was not written by tracelink; --force does not replace it "
+                                     "(move it away or choose another -o)")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         claim = OutputClaim(directory, lock(directory))
@@ -94,8 +112,8 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
         raise TracelinkError(f"{directory}: cannot write the profile directory ({error.strerror})") from None
     try:
         refuse_inputs_inside(directory, inputs)
+        write_marker(directory)  # first: from the lock on, other commands see a profile directory (and its lock)
         clear_previous(directory)
-        write_marker(directory)
     except BaseException:
         claim.release()
         raise
@@ -103,10 +121,19 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
 
 
 @contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """Hold ``directory``'s lock while a command writes into an existing profile (report, ingest, tune, diff)."""
+def locked(directory: Path, writes: Iterable[str] = (), trees: Iterable[str] = ()) -> Iterator[None]:
+    """Hold ``directory``'s lock while a command writes into an existing profile (report, ingest, tune, diff, repro).
+
+    ``writes`` are the paths (relative to ``directory``) the command writes, ``trees`` the folders it
+    writes anywhere under: a directory that is not a profile, or that holds a link on the way to one of
+    them, is refused before the lock file is made.
+    """
+    directory = Path(directory)
+    if not directory.is_dir() or not is_profile_directory(directory):
+        raise TracelinkError(f"{directory}: not a profile directory (no tracelink marker; run 'tracelink profile -o {directory}' first)")
+    refuse_links(directory, (MARKER, LOCK, *writes), trees)
     try:
-        fd = lock(Path(directory))
+        fd = lock(directory)
     except OSError as error:
         raise TracelinkError(f"{directory}: cannot lock the profile directory ({error.strerror})") from None
     try:
@@ -116,8 +143,22 @@ def locked(directory: Path) -> Iterator[None]:
 
 
 def lock(directory: Path) -> int:
-    """An exclusive, non-blocking lock on ``directory/.tracelink.lock``; refused while another run holds it."""
-    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """An exclusive, non-blocking lock on ``directory/.tracelink.lock``; refused while another run holds it.
+
+    The lock file is opened without following a link and refused unless it is a regular file of its
+    own, since tracelink writes its pid into it.
+    """
+    path = directory / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if os.path.islink(path):
+            raise link_error(path) from None
+        raise TracelinkError(f"{path}: cannot open the lock file ({error.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise TracelinkError(f"{path}: not a regular file of its own (a hard link or special file); remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -139,27 +180,65 @@ def refuse_inputs_inside(directory: Path, inputs: tuple[Path, ...]) -> None:
 
 
 def clear_previous(directory: Path) -> None:
-    """Remove what an earlier run wrote (only tracelink's own names; links are removed, never followed)."""
+    """Remove what an earlier run wrote (only tracelink's own names; links inside are removed, never followed)."""
     for name in OWNED:
         path = directory / name
         try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
+            remove_path(path, directory)
         except OSError as error:
             raise TracelinkError(f"{path}: cannot remove the previous profile's file ({error.strerror})") from None
-    for leftover in directory.glob(".*.tmp"):  # temporary files of an interrupted atomic write
-        leftover.unlink(missing_ok=True)
+    for leftover in directory.glob(f".*{TEMPORARY_SUFFIX}"):  # temporary files of an interrupted atomic write
+        remove_path(leftover, directory)
 
 
 def write_marker(directory: Path) -> None:
     """Mark ``directory`` as a tracelink profile directory of this format."""
-    (directory / MARKER).write_text(json.dumps({"format": FORMAT_VERSION, "tracelink": __version__}) + "\n")
+    write_text_atomic(directory / MARKER, json.dumps({"format": FORMAT_VERSION, "tracelink": __version__}) + "\n")
+
+
+def refuse_links(directory: Path, writes: Iterable[str], trees: Iterable[str] = ()) -> None:
+    """Refuse ``directory`` when a symbolic link sits on the way to a path it writes (``writes``, relative),
+    or anywhere under a folder it writes into (``trees``), where a file with a second name (a hard link)
+    is refused too: writing it in place would change the other file."""
+    directory = Path(directory)
+    for relative in (*writes, *trees):
+        path = directory
+        for part in Path(relative).parts:
+            path = path / part
+            if os.path.islink(path):
+                raise link_error(path)
+    for tree in trees:
+        if os.path.lexists(directory / tree) and not (directory / tree).is_dir():
+            raise TracelinkError(f"{directory / tree}: exists and is not a directory")
+        for root, folders, files in os.walk(directory / tree):  # os.walk enters no link
+            for name in (*folders, *files):
+                path = Path(root) / name
+                info = path.lstat()
+                if stat.S_ISLNK(info.st_mode):
+                    raise link_error(path)
+                if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    raise TracelinkError(f"{path}: has another name (a hard link); tracelink writes nothing shared "
+                                         "with files outside its output (remove it)")
+
+
+def claim_output_directory(directory: Path, readme: str = "README.md", header: str = REPRO_HEADER) -> Path:
+    """Take a folder named by ``-o`` (``repro -o``): missing, empty, or one tracelink wrote (its ``readme``
+    starts with ``header``); anything else is refused. Returns it, created."""
+    directory = Path(directory)
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise TracelinkError(f"{directory}: exists and is not a directory; choose another output path")
+    if directory.is_dir() and any(directory.iterdir()):
+        refuse_foreign_file(directory / readme, header)
+        if not (directory / readme).is_file():
+            raise TracelinkError(f"{directory}: not empty and not written by tracelink; refusing to write into it "
+                                 "(choose another output path)")
+        refuse_links(directory, (), ("",))
+    return make_directory(directory)
 
 
 def refuse_foreign_file(path: Path, header: str) -> None:
-    """Refuse to write ``path`` when it holds something other than a file tracelink wrote (starting with ``header``)."""
+    """Refuse to write ``path`` when it holds something other than a file tracelink wrote (``header`` in its
+    first kilobyte) or is not a regular file."""
     path = Path(path)
     if not os.path.lexists(path):
         return
@@ -167,7 +246,7 @@ def refuse_foreign_file(path: Path, header: str) -> None:
         raise TracelinkError(f"{path}: exists and is not a regular file; choose another output path")
     try:
         with path.open("rb") as file:
-            ours = file.read(len(header.encode())) == header.encode()
+            ours = header.encode() in file.read(1024)
     except OSError as error:
         raise TracelinkError(f"{path}: cannot read the existing file ({error.strerror})") from None
     if not ours:

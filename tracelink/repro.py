@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 from tracelink import TracelinkError
 from tracelink.aggregate import attribution
-from tracelink.atomic import write_text_atomic
+from tracelink.atomic import copy_atomic, make_directory, write_text_atomic
 from tracelink.compile.targets import target_flags
+from tracelink.outdir import REPRO_HEADER, claim_output_directory, locked
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import ns, pct
 from tracelink.tools import tool_path
@@ -100,7 +100,7 @@ def readme(profile: Profile, site: int, function: str, steps: list[list[str]]) -
     summary = profile.summary
     shared = int(export["call_sites"]) > 1
     return "\n".join([
-        f"# Dispatch call site #{site}: `{row['export']}`",
+        f"{REPRO_HEADER}{site}: `{row['export']}`",
         "",
         f"From `{summary.get('model', summary['program'])}`, function `{summary['function']}`, profiled by tracelink "
         f"({summary['versions']['compiler']}, {target_text(summary['target'])}).",
@@ -138,7 +138,9 @@ def readme(profile: Profile, site: int, function: str, steps: list[list[str]]) -
 
 
 def write_repro(profile: Profile, site: int, output: Path) -> Path:
-    """Write the repro folder of call site ``site`` into ``output`` and return it."""
+    """Write the repro folder of call site ``site`` into ``output`` (an existing folder) and return it.
+
+    Each file is written atomically: a full disk leaves no half-written file, and the error names it."""
     row = profile.call_sites.set_index(profile.call_sites["call_site"].astype(int)).loc[site]
     dump = profile.exports.set_index("export")["benchmark_file"].get(row["export"])
     if not isinstance(dump, str) or not dump:
@@ -148,18 +150,23 @@ def write_repro(profile: Profile, site: int, output: Path) -> Path:
         raise TracelinkError(f"{source}: benchmark dump missing from the profile directory")
     function = benchmark_function(source)
     steps = commands(function, profile.summary["target"], int(min(1000, max(1, BATCH_NS // max(float(row["median_ns"]), 1.0)))))
-    output.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, output / "dispatch.mlir")
-    script = write_text_atomic(output / "run.sh", run_script(steps, site, profile.directory.resolve()))
-    script.chmod(0o755)
+    copy_atomic(source, output / "dispatch.mlir")
+    write_text_atomic(output / "run.sh", run_script(steps, site, profile.directory.resolve()), mode=0o777)
     write_text_atomic(output / "README.md", readme(profile, site, function, steps))
     return output
 
 
 def run_repro_command(args: argparse.Namespace) -> int:
-    profile = load_profile(args.profile)
-    site = find_call_site(profile, args.target)
-    print(write_repro(profile, site, args.output or args.profile / "repro" / f"call_site_{site}"))
+    if args.output is not None:  # the user's folder: written only when empty or a repro tracelink wrote
+        profile = load_profile(args.profile)
+        site = find_call_site(profile, args.target)
+        print(write_repro(profile, site, claim_output_directory(args.output)))
+        return 0
+    with locked(args.profile, trees=("repro",)):
+        profile = load_profile(args.profile)
+        site = find_call_site(profile, args.target)
+        folder = make_directory(args.profile / "repro" / f"call_site_{site}", inside=args.profile)
+        print(write_repro(profile, site, folder))
     return 0
 
 
@@ -167,5 +174,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("repro", help="write a standalone reproducer of one dispatch call site")
     parser.add_argument("profile", type=Path, help="profile directory written by 'tracelink profile'")
     parser.add_argument("target", help="a call site number (N or #N) or a source line FILE:LINE (its hottest call site)")
-    parser.add_argument("-o", "--output", type=Path, help="folder to write (default PROFILE/repro/call_site_N)")
+    parser.add_argument("-o", "--output", type=Path, help="folder to write: missing, empty or an earlier repro (default PROFILE/repro/call_site_N)")
     parser.set_defaults(handler=run_repro_command)

@@ -20,6 +20,7 @@ from pathlib import Path
 from iree.compiler import version as compiler_package
 
 from tracelink import TracelinkError
+from tracelink.atomic import open_for_writing
 
 
 def tool_path(name: str) -> str:
@@ -133,7 +134,7 @@ class ToolRun:
         self.command = command
         self.log = log
         self.what = what
-        with log.open("w") as out:
+        with open_for_writing(log) as out:
             out.write(" ".join(command) + "\n\n")
             out.flush()
             self.process = start_process(command, stdout=out, stderr=subprocess.STDOUT)

@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, write_atomic
 from tracelink.collect.events import make_events
 from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process
 
@@ -524,8 +525,7 @@ def write_workgroups_csv(workgroups: pd.DataFrame, directory: Path) -> Path:
     if not directory.is_dir():
         raise TracelinkError(f"IREE_HOOK_OUTPUT_CSV={directory} is not an existing directory")
     path = directory / CSV_FILE_NAME
-    workgroups.to_csv(path, index=False)
-    return path
+    return write_atomic(path, lambda temporary: workgroups.to_csv(temporary, index=False))
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ def _prepare_output_dir(output_dir: Path) -> Path:
     """Create the output directory, check it is writable and remove stale record files."""
     output_dir = Path(output_dir).absolute()
     try:
-        output_dir.mkdir(parents=True, exist_ok=True)
+        make_directory(output_dir)
         with tempfile.TemporaryFile(dir=output_dir):
             pass
     except OSError as error:

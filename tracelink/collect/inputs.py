@@ -13,6 +13,7 @@ import numpy as np
 from iree.compiler import ir
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, write_atomic
 from tracelink.provenance.ir_utils import new_context, parse_file, static_shape
 from tracelink.provenance.regions import code_blocks
 
@@ -74,9 +75,17 @@ def imported_types(function: ir.Operation) -> dict[int, ir.Type]:
     return found
 
 
+def save_npy(path: Path, values: np.ndarray) -> None:
+    """``values`` as ``.npy`` at ``path`` whatever its suffix (np.save appends ``.npy`` to a path's name)."""
+    with path.open("wb") as file:
+        np.save(file, values)
+
+
 def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> list[str]:
-    """Write seeded random values for every argument as ``input_<i>.npy``; return ``@path`` flags."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write seeded random values for every argument as ``input_<i>.npy``; return ``@path`` flags.
+
+    ``directory`` is made inside the profile directory above its parent (``OUT/artifacts/inputs``)."""
+    make_directory(directory, inside=directory.parent.parent)
     rng = np.random.default_rng(seed)
     flags = []
     for spec in specs:
@@ -94,7 +103,7 @@ def generate_inputs(specs: list[InputSpec], directory: Path, seed: int = 0) -> l
         else:  # small non-negative integers stay valid as indices (token ids, gather positions)
             values = rng.integers(0, 8, size=spec.shape).astype(dtype)
         path = directory / f"input_{spec.index}.npy"
-        np.save(path, values)
+        write_atomic(path, lambda temporary, values=values: save_npy(temporary, values))
         flags.append(f"@{path}")
     return flags
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.atomic import write_text_atomic
+from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
@@ -99,7 +99,9 @@ class PendingCompile:
             raise TracelinkError(f"{self.input_path}: input program not found")
         if options.tuning_spec is not None and not Path(options.tuning_spec).is_file():
             raise TracelinkError(f"{options.tuning_spec}: tuning spec not found")
-        artifacts.mkdir(parents=True, exist_ok=True)
+        # iree-compile writes its dumps by name: their folders are made here, in the output directory, none a link
+        for folder in (artifacts / "phases", artifacts / "executables"):
+            make_directory(folder, inside=artifacts.parent)
         self.artifacts = artifacts
         self.options = options
         self.flags = compile_flags(options, artifacts)

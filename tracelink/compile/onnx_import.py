@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelink import TracelinkError
-from tracelink.atomic import write_text_atomic
+from tracelink.atomic import make_directory, write_text_atomic
 
 if TYPE_CHECKING:  # onnx loads only when a model is imported: `tracelink profile` starts the compiler first
     import onnx
@@ -105,5 +105,5 @@ def import_onnx(path: Path, output: Path) -> Path:
             text = module.get_asm(enable_debug_info=True)
     except (ir.MLIRError, onnx_importer.OnnxImportError, ValueError, KeyError) as error:
         raise TracelinkError(f"{path}: the ONNX importer failed ({first_line(error)})") from None
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(output.parent, inside=output.parent.parent)
     return write_text_atomic(output, NODE_TOKEN_LOC.sub(lambda match: locations[int(match.group(1))], text))

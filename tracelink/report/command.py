@@ -10,7 +10,7 @@ from rich.console import Console
 
 from tracelink import TracelinkError
 from tracelink.arguments import add_source_arguments
-from tracelink.outdir import locked
+from tracelink.outdir import REPORT_HEADER, locked, refuse_foreign_file
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import build_report
 from tracelink.report.json_output import dump, profile_document
@@ -23,8 +23,10 @@ def run_report_command(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     if not directory.is_dir():
         raise TracelinkError(f"{directory}: no such profile directory")
+    if args.output is not None:  # the user's file: replaced only when it is a report tracelink wrote
+        refuse_foreign_file(args.output, REPORT_HEADER)
     started = time.perf_counter()
-    with locked(directory):
+    with locked(directory, writes=("trace.json", "profile.pb.gz") + (() if args.output else ("report.html",))):
         profile = load_profile(directory)
         trace = write_trace(profile, directory / "trace.json")
         pprof = write_pprof(profile)
@@ -42,7 +44,8 @@ def run_report_command(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="rebuild the HTML provenance report and trace.json of a profile directory")
     parser.add_argument("directory", type=Path, help="profile directory written by 'tracelink profile'")
-    parser.add_argument("-o", "--output", type=Path, default=None, help="report file (default: DIRECTORY/report.html)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="report file, new or an earlier tracelink report (default: DIRECTORY/report.html)")
     parser.add_argument("--json", action="store_true", help="print the profile's JSON document (hottest lines and dispatches, "
                         "verdicts, measured strategies) on stdout instead of the report's path")
     add_source_arguments(parser)

@@ -23,7 +23,7 @@ from lxml import etree
 from lxml import html as lxml_html
 
 from tracelink import TracelinkError, __version__
-from tracelink.atomic import write_atomic
+from tracelink.atomic import make_directory, write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import clean, el, flushed_run_text, heat, lower_bound_mark, missing_events_text, ns, pct, rate
@@ -70,7 +70,7 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
     profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
     output = Path(output) if output is not None else profile.directory / "report.html"
     text = render_report(profile, sources)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(output.parent)
     return write_atomic(output, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 

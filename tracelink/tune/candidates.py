@@ -14,6 +14,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.provenance.ir_utils import walk
 from tracelink.tune.dispatch import config_text, describe, is_root
 from tracelink.tune.harness import run_function_text
@@ -53,6 +54,5 @@ def materialize(benchmark: Path, fields: dict[str, list[int]] | None, output: Pa
         set_root_config(module, fields)
     if not module.operation.verify():
         raise TracelinkError(f"{benchmark}: candidate program does not verify")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(str(module))
-    return output
+    make_directory(output.parent)
+    return write_text_atomic(output, str(module))

@@ -90,14 +90,14 @@ def run_tune(args: argparse.Namespace) -> int:
         config.select.program_rounds = args.rounds
         if args.rounds == 0:
             config.select.validate_rounds = 0
-    profile = load_profile(args.profile)
-    if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
-        raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
     console = Console(stderr=True, highlight=False)
     try:
-        with locked(args.profile):
+        with locked(args.profile, trees=("tune",)):  # tune/ is written all over: no link (or hard link) anywhere in it
+            profile = load_profile(args.profile)
+            if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
+                raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
             outcomes, tuning, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
     except KeyboardInterrupt:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
@@ -217,8 +217,14 @@ def run_diff(args: argparse.Namespace) -> int:
     output = args.output or args.tuned / "diff.csv"
     if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
         raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
+    from tracelink.tune.diff import CSV_HEADER, JSON_HEADER
+
+    if args.output is not None:  # the user's files: replaced only when tracelink wrote them
+        refuse_foreign_file(output, CSV_HEADER)
+        refuse_foreign_file(output.with_suffix(".json"), JSON_HEADER)
+    writes = ("diff_rounds",) + (() if args.output else ("diff.csv", "diff.json"))
     console = Console(stderr=True, highlight=False)
-    with locked(args.tuned), console.status(f"running both programs alternately, {args.rounds} rounds"):
+    with locked(args.tuned, writes=writes), console.status(f"running both programs alternately, {args.rounds} rounds"):
         frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
         path = write_diff(frame, output)
     total = frame.attrs["end_to_end"]

@@ -18,18 +18,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tracelink import TracelinkError
-from tracelink.atomic import write_atomic, write_text_atomic
+from tracelink.atomic import make_directory, remove_path, write_atomic, write_text_atomic
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.rounds import alternate, paired_speedup, summarize, verdict
 
+# The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
+CSV_HEADER = "label,file,line,base_ns,tuned_ns,"
+JSON_HEADER = '"end_to_end"'
 COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share",
            "verdict"]
 END_TO_END = "(all dispatches)"
@@ -91,16 +93,18 @@ def run_exports(profile: Profile) -> list[str]:
     return [export for _, export in sites]
 
 
-def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, vmfb: Path | None = None) -> Profile:
+def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, vmfb: Path | None = None,
+          inside: Path | None = None) -> Profile:
     """Run the profile's compiled program (or ``vmfb``, another build of it) again under the HAL collector;
-    the profile with the new events."""
+    the profile with the new events. ``directory`` (its logs and export) is made afresh, following no
+    link below ``inside`` (default its parent)."""
     vmfb = vmfb or profile.artifacts / "app.vmfb"
     if not vmfb.is_file():
         raise TracelinkError(f"{profile.directory}: no compiled program to run again ({vmfb} is missing); "
                              "use --rounds 0 to compare the recorded profiles")
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+    inside = inside or directory.parent
+    remove_path(directory, inside)
+    make_directory(directory, inside)
     warmup = int(profile.summary.get("warmup", 1))
     device = profile.summary.get("target", {}).get("device", "local-task")  # a GPU profile runs on its GPU again
     request = RunRequest(vmfb, profile.summary["function"], run_inputs(profile), run_parameters(profile), warmup + iterations,
@@ -149,7 +153,8 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
     if rounds >= 2:
         count = iterations or int(base.summary.get("repetitions", 10))
         scratch = Path(tuned_dir) / "diff_rounds"
-        runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s))
+        remove_path(scratch, Path(tuned_dir))  # an earlier diff's rounds are not this one's
+        runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s, inside=Path(tuned_dir)))
                 for profile, name in ((base, "base"), (tuned, "tuned"))]
         base_runs, tuned_runs = alternate(runs, rounds)
     else:
@@ -186,7 +191,7 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:
     """Write the per-op rows as CSV and, beside them (``diff.json``), the end-to-end figure and the base
     profile's directory, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent)
     write_atomic(path, lambda p: frame.to_csv(p, index=False))
     summary = {"end_to_end": frame.attrs.get("end_to_end"), "base": frame.attrs.get("base")}
     write_text_atomic(path.with_suffix(".json"), json.dumps(summary, indent=2))

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, write_atomic
+from tracelink.collect.inputs import save_npy
 from tracelink.tune.dispatch import ELEMENT_TYPES, Binding, Dispatch
 
 RUN_FUNCTION = "tracelink_run"
@@ -116,7 +118,7 @@ def write_inputs(dispatch: Dispatch, directory: Path) -> list[Path]:
     A binding whose views start at an offset, or that has several views, gets a flat array covering
     its whole range, of its first view's element type."""
     check_supported(dispatch)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directory(directory)
     rng = np.random.default_rng(zlib.crc32(dispatch.export.encode()))
     paths = []
     for b in dispatch.buffers:
@@ -132,7 +134,7 @@ def write_inputs(dispatch: Dispatch, directory: Path) -> list[Path]:
         else:
             data = rng.integers(-8, 8, size=shape).astype(dtype)
         path = directory / f"binding{b.index}.npy"
-        np.save(path, data)
+        write_atomic(path, lambda temporary, data=data: save_npy(temporary, data))
         paths.append(path)
     return paths
 

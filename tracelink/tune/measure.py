@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.tools import run_tool, stop_on_sigterm, tool_path
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
@@ -173,14 +174,14 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
         return f"iree-compile timed out after {timeout:g} s", time.perf_counter() - started
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        Path(source).with_suffix(".log").write_text(" ".join(command) + "\n\n" + done.stderr)
+        write_text_atomic(Path(source).with_suffix(".log"), " ".join(command) + "\n\n" + done.stderr)
         return f"iree-compile failed: {first_error(done.stderr)}", seconds
     return "", seconds
 
 
 def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, device: str, timeout: float) -> list[np.ndarray]:
     """Run ``tracelink_run`` once; returns the written bindings. Raises RuntimeError / TimeoutError."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directory(directory)
     paths = [directory / f"output{i}.npy" for i in range(outputs)]
     command = [
         tool_path("iree-run-module"),
@@ -270,7 +271,7 @@ class Measurer:
 
     def build_all(self, jobs: list[tuple[str, dict | None]], progress: Progress | None = None) -> dict[str, tuple[str, float]]:
         """Compile (configuration, fields) pairs in the pool; configuration -> (error, seconds)."""
-        self.candidates.mkdir(parents=True, exist_ok=True)
+        make_directory(self.candidates)
         futures: dict[Future, str] = {}
         results: dict[str, tuple[str, float]] = {}
         for configuration, fields in jobs:

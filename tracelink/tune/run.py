@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from tracelink import TracelinkError
 from tracelink.profile_dir import Profile
-from tracelink.atomic import write_text_atomic
+from tracelink.atomic import make_directory, open_for_writing, write_atomic, write_text_atomic
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
@@ -139,19 +139,24 @@ def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: P
     return tunable[:top], tunable, skipped, float(sum(t.share for t in tunable))
 
 
+def write_table(frame: pd.DataFrame, path: Path) -> Path:
+    """``frame`` as CSV at ``path``, atomically."""
+    return write_atomic(path, lambda temporary: frame.to_csv(temporary, index=False))
+
+
 class TrialLog:
     """trials.csv: one row per measured configuration, appended and flushed as trials finish."""
 
     def __init__(self, path: Path, resume: bool):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_directory(path.parent)
         self.previous = read_trials(path) if resume and path.exists() else None
         if not resume or not path.exists():
-            with path.open("w", newline="") as out:
+            with open_for_writing(path, "w", newline="") as out:
                 csv.DictWriter(out, TRIAL_COLUMNS).writeheader()
 
     def append(self, trials: list[Trial]) -> None:
-        with self.path.open("a", newline="") as out:
+        with open_for_writing(self.path, "a", newline="") as out:
             writer = csv.DictWriter(out, TRIAL_COLUMNS)
             for trial in trials:
                 writer.writerow(trial.row())
@@ -274,7 +279,7 @@ def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
         task.progress.history.append((task.search.trials, task.best_ms()))
         rows.append({"round": len(rows) + 1, "dispatch": task.outcome.export, "share": task.target.share,
                      "score": score, "trials": task.search.trials, "best_ms": task.best_ms()})
-        pd.DataFrame(rows).to_csv(schedule_path, index=False)
+        write_table(pd.DataFrame(rows), schedule_path)
 
 
 def finish_task(task: Task, config: TuneConfig, history: History | None) -> Outcome:
@@ -549,7 +554,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     # Waiting for the idle workers: left running, they race the interpreter's exit, which then prints
     # a traceback from the pool's wake-up pipe.
     pool.shutdown(wait=True)
-    pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+    write_table(pd.DataFrame([o.row() for o in outcomes]), workdir / "summary.csv")
     if not any(o.configuration for o in outcomes):
         notes = "; ".join(o.note if o.note.startswith(o.export) else f"{o.export}: {o.note}" for o in outcomes)
         if any(o.trials for o in outcomes):
@@ -578,14 +583,14 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
                 outcome.shared_with = ";".join(e for e in outcome.shared_with.split(";") if e != choice.dispatch.export)
     unapplied = {id(c.dispatch) for c in missed}  # a config that missed its tuned dispatch is not shared either
     kept = [c for c in choices if id(c.dispatch) not in unapplied and id(c.owner) not in unapplied]
-    pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+    write_table(pd.DataFrame([o.row() for o in outcomes]), workdir / "summary.csv")
     if not kept:
         tuning.remove()
         return outcomes, None, baselines_alone(profile, workdir, config, console)
     dropped = False
     if config.select.validate_rounds >= 2:
         validated = validate_in_program(profile, kept, outcomes, workdir, config, console, vmfb)
-        pd.DataFrame([o.row() for o in outcomes]).to_csv(workdir / "summary.csv", index=False)
+        write_table(pd.DataFrame([o.row() for o in outcomes]), workdir / "summary.csv")
         if not validated:
             tuning.remove()
             return outcomes, None, baselines_alone(profile, workdir, config, console)
@@ -603,7 +608,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     composed: Tuning | None = None
     if check["ci_low"] > 1 and best is not None:
         check["flags"], composed = compare_with_flags(profile, tuning, kept, vmfb, best, baselines[best], workdir, config, console)
-    (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
+    write_text_atomic(workdir / "program_check.json", json.dumps(check, indent=2))
     verdict = check["flags"]["verdict"] if check["flags"] else "tuning"
     if check["ci_low"] > 1 and verdict != "flags":
         if verdict == "tuning+flags":  # handed over with the flags it was checked with
@@ -627,7 +632,7 @@ def baselines_alone(profile: Profile, workdir: Path, config: TuneConfig, console
     checks = check_in_program(profile, baselines, config.select.program_rounds, console)
     best = best_baseline(checks)
     check = {"tuned": False, "baselines": checks, "best": best, "best_flags": FLAG_BASELINES[best] if best else None}
-    (workdir / "program_check.json").write_text(json.dumps(check, indent=2))
+    write_text_atomic(workdir / "program_check.json", json.dumps(check, indent=2))
     return check
 
 
@@ -635,6 +640,6 @@ def deliver(tuning: Tuning, output: Path | None) -> Tuning:
     """The final tuning, its spec copied (atomically) to the user's ``-o`` path when one was given."""
     if output is None or tuning.spec is None:
         return tuning
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(output.parent)
     write_text_atomic(output, tuning.spec.read_text())
     return Tuning(output, tuning.configurations, tuning.extra_flags)

@@ -16,7 +16,6 @@ for this program as compiled with these flags, and serves every call site of the
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.tools import run_tool, tool_path
 from tracelink.provenance.ir_utils import walk
 from tracelink.tune.candidates import set_root_config
@@ -145,9 +145,8 @@ def write_spec(choices: list[Choice], path: Path) -> Path:
         ir.Module.parse(text, ir.Context())
     except ir.MLIRError as error:
         raise TracelinkError(f"{path}: generated tuning spec is invalid: {str(error).splitlines()[0]}") from error
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    make_directory(path.parent)
+    return write_text_atomic(path, text)
 
 
 def write_configurations(choices: list[Choice], directory: Path) -> Path:
@@ -159,14 +158,14 @@ def write_configurations(choices: list[Choice], directory: Path) -> Path:
         name = choice.dispatch.executable
         if name not in kept or choice.speedup > kept[name].speedup:
             kept[name] = choice
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directory(directory)
     for name, choice in kept.items():
         module = ir.Module.parseFile(str(choice.dispatch.benchmark), ir.Context())
         set_root_config(module, choice.fields)
         executable = next(op for op in walk(module.operation) if op.name == "hal.executable")
         if not executable.verify():
             raise TracelinkError(f"{choice.dispatch.benchmark}: the executable with the tuned config does not verify")
-        (directory / f"{name}.mlir").write_text(str(executable) + "\n")
+        write_text_atomic(directory / f"{name}.mlir", str(executable) + "\n")
     return directory
 
 
@@ -188,10 +187,9 @@ class Tuning:
         return flags
 
     def remove(self) -> None:
-        if self.spec is not None:
-            self.spec.unlink(missing_ok=True)
-        if self.configurations is not None:
-            shutil.rmtree(self.configurations, ignore_errors=True)
+        for path in (self.spec, self.configurations):
+            if path is not None:
+                remove_path(path, path.parent)
 
 
 def write_tuning(choices: list[Choice], workdir: Path) -> Tuning:
@@ -219,9 +217,8 @@ def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: 
     """Compile ``program`` with the profiled build's flags (without its dumps) and ``extra``: ``workdir/app.vmfb``.
 
     The command and the compiler's messages go to ``workdir/compile.log``; ``what`` names the variant in errors."""
-    if workdir.exists():
-        shutil.rmtree(workdir)  # dumps of an earlier build must not be read as this one's
-    workdir.mkdir(parents=True)
+    remove_path(workdir, workdir.parent)  # dumps of an earlier build must not be read as this one's
+    make_directory(workdir)
     vmfb = workdir / "app.vmfb"
     kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
     command = [tool_path("iree-compile"), str(program), *kept, *extra, "-o", str(vmfb)]
@@ -229,7 +226,7 @@ def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: 
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
         raise TracelinkError(f"{program}: compiling with {what} took over {timeout:g} s") from error
-    (workdir / "compile.log").write_text(" ".join(command) + "\n\n" + done.stderr)
+    write_text_atomic(workdir / "compile.log", " ".join(command) + "\n\n" + done.stderr)
     if done.returncode != 0:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise TracelinkError(f"{what}: the program {program} does not compile with it: {first}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink import TracelinkError
+from tracelink.atomic import make_directory, open_for_writing
 from tracelink.tools import kill_group, reap, signal_name, start_process
 
 TRACY_PACKAGE = "iree._runtime_libs_tracy"
@@ -83,7 +84,7 @@ class _Process:
 
 def _start(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path | None) -> _Process:
     try:
-        with log.open("wb") as out:
+        with open_for_writing(log, "wb") as out:
             # its own process group, so stop() reaches its children too
             popen = start_process(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     except OSError as error:
@@ -123,7 +124,7 @@ def capture_tracy(command: list[str], output: Path, timeout_s: float, *, cwd: Pa
     the capture saves nothing, or the whole run takes longer than ``timeout_s``.
     """
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(output.parent)
     output.unlink(missing_ok=True)  # a stale trace must not pass for this run's
     port = free_port()
     env = dict(os.environ, TRACY_PORT=str(port), TRACY_NO_EXIT="1")

@@ -8,7 +8,6 @@ over the same provenance graph. Any other directory just receives the decoded zo
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -18,14 +17,16 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelink import TracelinkError
+from tracelink.atomic import copy_atomic, make_directory, write_atomic
 from tracelink.collect.tracy.decoder import TracyCapture, read_capture
 from tracelink.collect.tracy.views import rebuild_executions
 from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
-from tracelink.outdir import locked
+from tracelink.outdir import OWNED, is_profile_directory, locked, refuse_links
 from tracelink.profile_dir import Profile, load_profile
 
 ZONES_FILE = "zones.parquet"
+KEPT_CAPTURE = "artifacts/ingested.tracy"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,21 +55,25 @@ def ingest(args: argparse.Namespace) -> int:
     _print_summary(console, capture, args.top)
     profile_dir = profile_directory(args.output)
     if profile_dir is not None:
-        with locked(profile_dir):
+        # the tables, summary, trace and report it rewrites, and the capture kept beside the artifacts
+        with locked(profile_dir, writes=(*(name for name in OWNED if "." in name), KEPT_CAPTURE)):
             result = fold_into_profile(args.capture, capture, profile_dir)
         print_summary(result, console)
         return 0
-    args.output.mkdir(parents=True, exist_ok=True)
-    zones_path = args.output / ZONES_FILE
-    capture.zones.to_parquet(zones_path, index=False)
+    make_directory(args.output)
+    refuse_links(args.output, (ZONES_FILE,))
+    zones_path = write_atomic(args.output / ZONES_FILE, lambda p: capture.zones.to_parquet(p, index=False))
     console.print(f"wrote {zones_path}", markup=False)
     return 0
 
 
 def profile_directory(path: Path) -> Path | None:
-    """The profile directory ``path`` is, or whose ``artifacts/`` it is; None for any other directory."""
+    """The profile directory ``path`` is, or whose ``artifacts/`` it is; None for any other directory.
+
+    A directory with tracelink's marker is one even while ``tracelink profile`` is still writing it
+    (before its ``profile.json``): ingest then waits for nothing and is refused by its lock."""
     for candidate in (path, path.parent if path.name == "artifacts" else None):
-        if candidate is not None and (candidate / "profile.json").is_file():
+        if candidate is not None and is_profile_directory(candidate):
             return candidate
     return None
 
@@ -87,9 +92,9 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
             f"{path}: no dispatch of {Path(profile.summary['program']).name} in this capture "
             f"(expected zones such as {run_exports[0] if run_exports else '?'}): a capture of a different program?"
         )
-    kept = profile.artifacts / "ingested.tracy"
+    kept = directory / KEPT_CAPTURE
     if path.resolve() != kept.resolve():
-        shutil.copyfile(path, kept)  # kept beside the artifacts so it opens in Tracy's GUI later
+        copy_atomic(path, kept)  # kept beside the artifacts so it opens in Tracy's GUI later
     run_info = {
         key: value for key, value in profile.summary.items()
         if key in ("program", "function", "target", "versions", "inputs")
