@@ -11,10 +11,10 @@ import importlib
 import signal
 import sys
 
-from rich.console import Console
 from rich.text import Text
 
 from tracelink import TracelinkError, __version__
+from tracelink.textsafe import TerminalConsole
 
 # command -> (module defining ``register``, one line for the command list). Only the module of the
 # command being run is imported, so each command starts without loading the others' dependencies.
@@ -46,11 +46,15 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so every stage stops the same way."""
+    """SIGTERM or SIGHUP (the terminal closed), raised like Ctrl-C so every stage stops the same way."""
+
+    def __init__(self, signal_number: int = signal.SIGTERM) -> None:
+        super().__init__(signal_number)
+        self.signal_number = signal_number
 
 
 def terminate(signal_number: int, frame: object) -> None:
-    raise Terminated()
+    raise Terminated(signal_number)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)  # its default ends Python at once, leaving the tools running
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background, which ignores it
     try:
         return int(args.handler(args))
@@ -73,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package
 
         stop_all_tools()
-        name = "SIGTERM" if isinstance(interrupt, Terminated) else "SIGINT"
-        print_error(f"tracelink: interrupted ({name}); every tool it started is stopped; files written so far are kept")
-        return 143 if isinstance(interrupt, Terminated) else 130
+        number = interrupt.signal_number if isinstance(interrupt, Terminated) else signal.SIGINT
+        print_error(f"tracelink: interrupted ({signal.Signals(number).name}); every tool it started is stopped; files written so far are kept")
+        return 128 + number
 
 
 def print_error(text: str) -> None:
     """One line on stderr, bold red on a terminal; the text is never read as markup (program names are)."""
-    Console(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
+    TerminalConsole(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,18 @@
 
 A :class:`ToolRun` starts at once and is waited for later, so the pipeline can parse and build while
 the compiler or the program runs. Each tool runs in its own process group, so a timeout kills every
-process it started and nothing is left behind.
+process it started and nothing is left behind; and it is killed by the kernel when tracelink dies
+without a chance to stop it (SIGKILL, or a crash): ``PR_SET_PDEATHSIG``.
+
+The tools are the packages' binaries themselves, not the Python scripts pip puts in the venv's bin/:
+those run the binary as their child and exit with its status modulo 256 (a crash, -11, reads as exit
+245), and their child would outlive a killed script.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import multiprocessing
 import os
 import shutil
@@ -22,8 +29,19 @@ from iree.compiler import version as compiler_package
 from tracelink import TracelinkError
 
 
+# Where each installed IREE package keeps its binaries (the compiler's and the runtime's tools).
+TOOL_PACKAGES = {"iree-compile": "iree.compiler._mlir_libs"}
+RUNTIME_PACKAGE = "iree._runtime_libs"
+
+
 def tool_path(name: str) -> str:
-    """Path of an IREE tool installed beside the running Python (the venv's bin/), else on PATH."""
+    """Path of an IREE tool: the binary of the installed package, else beside the running Python (the
+    venv's bin/), else on PATH."""
+    spec = importlib.util.find_spec(TOOL_PACKAGES.get(name, RUNTIME_PACKAGE))
+    if spec is not None and spec.origin is not None:
+        binary = Path(spec.origin).parent / name
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return str(binary)
     beside_python = Path(sys.executable).parent / name
     if beside_python.exists():
         return str(beside_python)
@@ -43,10 +61,27 @@ _RUNNING: set[int] = set()
 _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on the thread holding it
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child is killed when the thread that started it (tracelink) dies, however it
+    dies; it exits at once when that already happened before the request took effect."""
+
+    def request() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return request
+
+
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
-    """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`)."""
+    """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`),
+    killed by the kernel if tracelink dies first."""
     with _RUNNING_LOCK:
-        process = subprocess.Popen(command, start_new_session=True, **popen_options)
+        process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(os.getpid()), **popen_options)
         _RUNNING.add(process.pid)
     return process
 
@@ -116,7 +151,8 @@ def stop_all_tools() -> None:
 
 
 def stop_on_sigterm() -> None:
-    """In a worker process: on SIGTERM kill the tools it started and exit; leave SIGINT to the parent."""
+    """In a worker process: on SIGTERM kill the tools it started and exit; leave SIGINT to the parent.
+    The worker gets SIGTERM when tracelink dies without stopping it (SIGKILL)."""
 
     def stop(signal_number: int, frame: object) -> None:
         stop_all_tools()
@@ -124,6 +160,7 @@ def stop_on_sigterm() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class ToolRun:
