@@ -24,6 +24,7 @@ from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
 from tracelink.outdir import locked
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.textsafe import TerminalConsole
 
 ZONES_FILE = "zones.parquet"
 
@@ -50,7 +51,7 @@ def ingest(args: argparse.Namespace) -> int:
     if not args.capture.is_file():
         raise TracelinkError(f"no such capture file: {args.capture}")
     capture = read_capture(args.capture)
-    console = Console(highlight=False)
+    console = TerminalConsole(highlight=False)
     _print_summary(console, capture, args.top)
     profile_dir = profile_directory(args.output)
     if profile_dir is not None:
@@ -96,7 +97,7 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
     } | {"collector": "tracy", "capture": str(path.resolve()), "capture_program": capture.header.program, "warmup": 0}
     run_info |= rebuilt.summary()
     result = assemble_profile(directory, events, profile.graph, run_info, zones=capture.zones)
-    publish_profile(result, Console(quiet=True))
+    publish_profile(result, TerminalConsole(quiet=True))
     return result
 
 
