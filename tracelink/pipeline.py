@@ -30,6 +30,8 @@ from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.pprof import write_pprof
+from tracelink.report.sources import SourcePolicy
+from tracelink.textsafe import TerminalConsole
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -53,7 +55,7 @@ def profile(
     """
     pending = pending or start_compile(program, out, options)
     try:
-        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, Path(program).resolve())
+        return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, Path(program).resolve())
     finally:
         pending.stop()
 
@@ -123,9 +125,7 @@ def run_profile(
         "inputs": inputs,
         "repetitions": options.repetitions,
         "warmup": options.warmup,
-        "source_roots": [str(root.resolve()) for root in options.source_roots],
-        "source_map": [[old, str(new.resolve())] for old, new in options.source_map],
-        "embed_sources": options.embed_sources,
+        **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": timings,
     } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames)

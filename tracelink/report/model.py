@@ -29,7 +29,7 @@ from tracelink.provenance.ir_utils import new_context
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import text_or_empty
 from tracelink.report.gains import Gains, gain_data
-from tracelink.report.sources import SourcePolicy
+from tracelink.report.sources import SourcePolicy, dump_path
 from tracelink.report.textmap import program_text_ops, strip_locations, text_ops
 from tracelink.report.workgroups import WorkgroupData, workgroup_data
 from tracelink.report.zones import ZoneData, zone_data
@@ -372,7 +372,7 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
         if executable is None:
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
-            path = profile.artifacts / executable.source_file if executable.source_file else None
+            path = dump_path(profile.artifacts, executable.source_file) if executable.source_file else None
             text = path.read_text(errors="replace") if embed and path is not None and path.is_file() else None
             if text is not None:
                 executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in strip_locations(text).split("\n")]
