@@ -36,6 +36,10 @@ from tracelink.report.zones import ZoneData, zone_data
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
 MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables are long and repetitive
+# What the report shows of one name (location names, op names) and of one path (no file has a longer
+# one: PATH_MAX); a 1 MB name would otherwise be repeated in every view that shows it.
+MAX_NAME_CHARS = 1000
+MAX_PATH_CHARS = 4096
 MAX_FILE_LINES = 20000  # a bigger input program is shown around its mapped lines only
 CONTEXT_LINES = 3  # lines shown around mapped lines of other files read from disk
 MAX_OTHER_FILE_BYTES = 4_000_000
@@ -135,7 +139,7 @@ def positions_of(data: dict) -> list[tuple[str, int]]:
     found: dict[tuple[str, int], None] = {}
     for position in json.loads(data.get("positions") or "[]"):
         path, line, _ = position.rsplit(":", 2)
-        found[(path, int(line))] = None
+        found[(cut(path, MAX_PATH_CHARS), int(line))] = None
     return list(found)
 
 
@@ -194,9 +198,9 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
         )
         row = times.get(node)
         ops[node] = {
-            "label": str(data.get("label", node)), "name": str(data.get("name") or ""), "op_names": str(data.get("op_names") or ""),
-            "kinds": str(data.get("op_kinds") or data.get("op_names") or ""),
-            "file": str(data.get("file") or ""), "line": int(data.get("line") or 0), "positions": positions_of(data),
+            "label": cut(str(data.get("label", node)), MAX_NAME_CHARS), "name": cut(str(data.get("name") or ""), MAX_NAME_CHARS),
+            "op_names": cut(str(data.get("op_names") or ""), MAX_NAME_CHARS), "kinds": cut(str(data.get("op_kinds") or data.get("op_names") or ""), MAX_NAME_CHARS),
+            "file": cut(str(data.get("file") or ""), MAX_PATH_CHARS), "line": int(data.get("line") or 0), "positions": positions_of(data),
             "call_sites": feeds, "total_ns": (number(row.total_ns) or 0.0) if row is not None else 0.0,
             "mean_ns": (number(row.mean_ns) or 0.0) if row is not None else 0.0, "share": (number(row.share) or 0.0) if row is not None else 0.0,
             "lines": [],
@@ -319,7 +323,8 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
         line_keys = sorted({key for op, _, _ in op_roles for key in ops.get(op, {}).get("lines", [])}, key=line_sort_key)
         out.append({
             "index": index, "export": str(data["export"]), "executable": str(export.get("executable") or row.get("executable") or ""),
-            "root_op": str(data.get("root_op") or ""), "loc": str(data.get("loc") or ""), "phase": str(data.get("phase") or "run"),
+            "root_op": cut(str(data.get("root_op") or ""), MAX_NAME_CHARS), "loc": cut(str(data.get("loc") or ""), MAX_NAME_CHARS),
+            "phase": str(data.get("phase") or "run"),
             "workgroups": str(data.get("workgroups") or ""), "workgroup_count": int(data.get("workgroup_count") or 0),
             "shapes": str(export.get("shapes") or ""), "lowering_config": str(export.get("lowering_config") or ""),
             "workgroup_size": str(export.get("workgroup_size") or ""), "source_file": str(export.get("source_file") or ""),
