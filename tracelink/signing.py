@@ -17,11 +17,13 @@ import os
 import secrets
 from pathlib import Path
 
+from tracelink.collect.machine.host import cache_dir, report_damaged_cache
+
 KEY_BYTES = 32
 
 
 def key_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelink" / "profile-key"
+    return cache_dir() / "profile-key"
 
 
 def read_key(create: bool) -> bytes | None:
@@ -33,10 +35,15 @@ def read_key(create: bool) -> bytes | None:
             key = file.read(KEY_BYTES + 1)
         if len(key) == KEY_BYTES:
             return key
-    except OSError:
-        pass
+        problem = f"a profile key of {len(key)} bytes, not {KEY_BYTES}"
+    except FileNotFoundError:
+        problem = None
+    except OSError as error:
+        problem = f"unreadable profile key ({error.strerror})"
     if not create:
         return None
+    if problem is not None:
+        report_damaged_cache(path, problem + "; profiles signed with it are no longer believed")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)  # damaged (or a link): replaced, never written through
