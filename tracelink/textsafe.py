@@ -28,9 +28,10 @@ def xml_text(text: str) -> str:
     return XML_INVALID.sub(lambda match: escaped(match.group()), text)
 
 
-# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), and the bidirectional
-# overrides and isolates that make a terminal show text in another order than it is.
-TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI), the bidirectional
+# overrides and isolates that make a terminal show text in another order than it is, and lone
+# surrogates (the bytes of a file name that is not UTF-8, which no terminal encoding can write).
+TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def escaped(character: str) -> str:
