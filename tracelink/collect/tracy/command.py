@@ -118,7 +118,7 @@ def _print_summary(console: Console, capture: TracyCapture, top: int) -> None:
     )
     console.print(
         f"{len(capture.threads)} threads ({len(threads_with_zones)} with zones: "
-        + ", ".join(f"{name} {count:,}" for name, count in threads_with_zones.items())
+        + ", ".join(f"{escape(str(name))} {count:,}" for name, count in threads_with_zones.items())  # the capture's names: no markup
         + f"), {len(zones):,} CPU zones, {len(capture.gpu_zones):,} GPU zones, {len(capture.messages):,} messages"
     )
     table = Table(title=f"top {top} zones by total time (inclusive)")
