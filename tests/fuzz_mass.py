@@ -542,10 +542,10 @@ TARGETS = {
         Target("profile-dir", 0.04, profile_file, one_by_one(read_profile_file)),
         Target("location-generated", 0.50, generated_location, read_locations, batch=100, suffix=".loc"),
         Target("location-mutated", 0.20, mutated_location, read_locations, suffix=".loc"),
-        Target("profile-json-edited", 0.02, edited_profile_json, one_by_one(read_edited_profile_json), suffix=".json", bound_s=2.0),
-        Target("terminal-names", 0.02, terminal_name, one_by_one(print_terminal_name), suffix=".txt", bound_s=1.0),
+        Target("profile-json-edited", 0.01, edited_profile_json, one_by_one(read_edited_profile_json), suffix=".json", bound_s=2.0),
+        Target("terminal-names", 0.01, terminal_name, one_by_one(print_terminal_name), suffix=".txt", bound_s=1.0),
         # a 1 MB name takes ~2 s to parse, normalise and lay out alone: 30 s catches quadratic time
-        Target("long-names-deep-stacks", 0.0005, long_or_deep_location, one_by_one(read_long_or_deep), suffix=".loc", bound_s=30.0),
+        Target("long-names-deep-stacks", 0.0002, long_or_deep_location, one_by_one(read_long_or_deep), suffix=".loc", bound_s=30.0),
     )
 }
 
