@@ -79,6 +79,24 @@ def test_the_working_directory_is_no_root_unless_the_program_is_under_it(own_pro
     assert "%zero = arith.constant" in report  # the program's own directory is a root
 
 
+@pytest.mark.parametrize("where", ["/", "home"])
+def test_running_from_the_root_or_home_opens_nothing(victim, tmp_path, cache, where):
+    """The program is under the cwd, but / or the home directory is no root: a location naming the secret
+    by its absolute path is refused."""
+    home = victim / "home"
+    (home / "proj").mkdir(exist_ok=True)
+    source = home / "proj" / f"from_{where.strip('/') or 'root'}.mlir"
+    source.write_text(program("m", loc=f' loc("mm"("{home}/secret.txt":1:1))'))
+    out = tmp_path / "out"
+    env_home = {"HOME": str(home)} if where == "home" else {}
+    done = subprocess.run([*TRACELINK, "profile", str(source), "-o", str(out), "--repetitions", "2"], capture_output=True, text=True,
+                          cwd="/" if where == "/" else home, timeout=300, env=os.environ | {"XDG_CACHE_HOME": str(cache)} | env_home)
+    assert done.returncode == 0, done.stderr
+    report = (out / "report.html").read_text()
+    assert SECRET not in report and f"{home}/secret.txt: outside the allowed source roots" in report
+    assert "%zero = arith.constant" in report  # the program's own directory still is a root
+
+
 def test_own_profile_keeps_its_roots_for_a_later_report(own_profile, tmp_path, cache):
     copy = tmp_path / "copy"
     shutil.copytree(own_profile, copy)

@@ -8,7 +8,8 @@ nor the executable sources the compiler dumped from them.
 
 The allowed roots come from the command line of the run, never from the profile directory, which may
 be someone else's: ``profile`` allows the program's directory, ``--source-root`` directories and the
-local side of ``--source-map`` (and the working directory only when the program is under it), and
+local side of ``--source-map`` (and the working directory only when the program is under it, and it is
+neither / nor the home directory or above it), and
 records them in profile.json signed with this user's key (:mod:`tracelink.signing`). ``report`` allows
 what its own command line names, and the recorded roots only when the signature holds: an edited or
 received profile.json names no root. The dumps a profile points at (``source_file``) are read only
@@ -49,11 +50,12 @@ class SourcePolicy:
         cls, programs: list[Path], roots: list[Path], source_map: list[tuple[str, Path]], embed: bool = True,
     ) -> SourcePolicy:
         """The policy of one command line: the directories of ``programs`` (the files it was given), ``roots``,
-        the map's local directories, and the working directory only when one of the programs is under it."""
+        the map's local directories, and the working directory only when one of the programs is under it
+        and it is narrower than the home directory (run from / or ~, every program is under it)."""
         cwd = Path.cwd().resolve()
         program_dirs = [Path(program).resolve().parent for program in programs]
         allowed = [*program_dirs, *roots, *(new for _, new in source_map)]
-        if any(directory.is_relative_to(cwd) for directory in program_dirs):
+        if any(directory.is_relative_to(cwd) for directory in program_dirs) and not Path.home().resolve().is_relative_to(cwd) and cwd != Path("/"):
             allowed.append(cwd)
         ordered = tuple(sorted(((old, Path(new).resolve()) for old, new in source_map), key=lambda pair: -len(pair[0])))
         return cls(tuple(dict.fromkeys(Path(root).resolve() for root in allowed)), embed, ordered)
