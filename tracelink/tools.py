@@ -2,8 +2,11 @@
 
 A :class:`ToolRun` starts at once and is waited for later, so the pipeline can parse and build while
 the compiler or the program runs. Each tool runs in its own process group, so a timeout kills every
-process it started and nothing is left behind; and it is killed by the kernel when tracelink dies
-without a chance to stop it (SIGKILL, or a crash): ``PR_SET_PDEATHSIG``.
+process it started and nothing is left behind. When tracelink dies without a chance to stop them
+(SIGKILL, a crash), a guard process kills them: it holds the group of every tool running and kills
+those left when its pipe from tracelink closes. (``PR_SET_PDEATHSIG`` would need a ``preexec_fn``,
+which makes every start fork the whole interpreter and wait on its import lock: stopping tune's
+workers then took over 2 s.)
 
 The tools are the packages' binaries themselves, not the Python scripts pip puts in the venv's bin/:
 those run the binary as their child and exit with its status modulo 256 (a crash, -11, reads as exit
@@ -62,27 +65,42 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_LIBC = ctypes.CDLL(None, use_errno=True)
+# The guard: reads "+GROUP" / "-GROUP" lines; at the end of its input (tracelink gone, however) it kills
+# the groups left. Python without site: it starts in a few tens of milliseconds.
+GUARD = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+_guard: subprocess.Popen | None = None
 
 
-def die_with_parent(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn``: the child is killed when the thread that started it (tracelink) dies, however it
-    dies; it exits at once when that already happened before the request took effect."""
-
-    def request() -> None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return request
+def guard_note(line: str) -> None:
+    """Tell this process's guard (started on the first tool) that a group starts or ends (holding the lock)."""
+    global _guard
+    if _guard is None or _guard.poll() is not None:
+        # its own session: a Ctrl-C to the terminal's group leaves it to watch the tools until tracelink ends
+        _guard = subprocess.Popen([sys.executable, "-S", "-c", GUARD], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
+    try:
+        _guard.stdin.write(line + "\n")
+    except (BrokenPipeError, ValueError):  # the guard was killed: tools are still stopped on interrupts
+        pass
 
 
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
     """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`),
-    killed by the kernel if tracelink dies first."""
+    watched by the guard."""
     with _RUNNING_LOCK:
-        process = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent(os.getpid()), **popen_options)
+        process = subprocess.Popen(command, start_new_session=True, **popen_options)
         _RUNNING.add(process.pid)
+        guard_note(f"+{process.pid}")
     return process
 
 
@@ -101,7 +119,9 @@ def reap(process: subprocess.Popen) -> int:
     """Wait for a tool after its group was killed or it exited; it no longer needs stopping."""
     code = process.wait()
     with _RUNNING_LOCK:
-        _RUNNING.discard(process.pid)
+        if process.pid in _RUNNING:
+            _RUNNING.discard(process.pid)
+            guard_note(f"-{process.pid}")
     return code
 
 
@@ -131,7 +151,7 @@ def session_children() -> set[int]:
             except OSError:
                 continue  # gone meanwhile
             ppid, _group, session = stat[stat.rindex(")") + 2 :].split()[1:4]
-            if int(ppid) == os.getpid() and int(session) == int(entry.name):
+            if int(ppid) == os.getpid() and int(session) == int(entry.name) and (_guard is None or _guard.pid != int(entry.name)):
                 found.add(int(entry.name))
     return found
 
@@ -160,7 +180,7 @@ def stop_on_sigterm() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class ToolRun:
