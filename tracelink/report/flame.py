@@ -19,7 +19,7 @@ import networkx as nx
 from lxml import etree
 
 from tracelink.report.fmt import el, ns, pct
-from tracelink.report.model import MAX_NAME_CHARS, ReportModel, cut, short_export
+from tracelink.report.model import MAX_NAME_CHARS, ReportModel, bounded, short_export
 from tracelink.report.svg import svg_root
 
 MIN_FRACTION = 0.001
@@ -48,7 +48,7 @@ class Frame:
 def member_path(member: dict, name: str) -> list[str]:
     """The levels of one location member, outermost first (see the module docstring), each cut to
     :data:`MAX_NAME_CHARS`."""
-    return [cut(level, MAX_NAME_CHARS) for level in member_levels(member, name)]
+    return [bounded(level, MAX_NAME_CHARS) for level in member_levels(member, name)]
 
 
 def member_levels(member: dict, name: str) -> list[str]:

@@ -129,9 +129,14 @@ def short_export(name: str) -> str:
     return name[at:] if at > 0 else name
 
 
-def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    text = text.rstrip()
+def bounded(text: str, limit: int) -> str:
+    """``text`` unchanged up to ``limit`` characters, else its first ``limit`` and how many more there are."""
     return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit} more characters)"
+
+
+def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """A line of a file for display: without trailing blanks, :func:`bounded`."""
+    return bounded(text.rstrip(), limit)
 
 
 def positions_of(data: dict) -> list[tuple[str, int]]:
@@ -139,7 +144,7 @@ def positions_of(data: dict) -> list[tuple[str, int]]:
     found: dict[tuple[str, int], None] = {}
     for position in json.loads(data.get("positions") or "[]"):
         path, line, _ = position.rsplit(":", 2)
-        found[(cut(path, MAX_PATH_CHARS), int(line))] = None
+        found[(bounded(path, MAX_PATH_CHARS), int(line))] = None
     return list(found)
 
 
@@ -198,9 +203,9 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
         )
         row = times.get(node)
         ops[node] = {
-            "label": cut(str(data.get("label", node)), MAX_NAME_CHARS), "name": cut(str(data.get("name") or ""), MAX_NAME_CHARS),
-            "op_names": cut(str(data.get("op_names") or ""), MAX_NAME_CHARS), "kinds": cut(str(data.get("op_kinds") or data.get("op_names") or ""), MAX_NAME_CHARS),
-            "file": cut(str(data.get("file") or ""), MAX_PATH_CHARS), "line": int(data.get("line") or 0), "positions": positions_of(data),
+            "label": bounded(str(data.get("label", node)), MAX_NAME_CHARS), "name": bounded(str(data.get("name") or ""), MAX_NAME_CHARS),
+            "op_names": bounded(str(data.get("op_names") or ""), MAX_NAME_CHARS), "kinds": bounded(str(data.get("op_kinds") or data.get("op_names") or ""), MAX_NAME_CHARS),
+            "file": bounded(str(data.get("file") or ""), MAX_PATH_CHARS), "line": int(data.get("line") or 0), "positions": positions_of(data),
             "call_sites": feeds, "total_ns": (number(row.total_ns) or 0.0) if row is not None else 0.0,
             "mean_ns": (number(row.mean_ns) or 0.0) if row is not None else 0.0, "share": (number(row.share) or 0.0) if row is not None else 0.0,
             "lines": [],
@@ -323,7 +328,7 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
         line_keys = sorted({key for op, _, _ in op_roles for key in ops.get(op, {}).get("lines", [])}, key=line_sort_key)
         out.append({
             "index": index, "export": str(data["export"]), "executable": str(export.get("executable") or row.get("executable") or ""),
-            "root_op": cut(str(data.get("root_op") or ""), MAX_NAME_CHARS), "loc": cut(str(data.get("loc") or ""), MAX_NAME_CHARS),
+            "root_op": bounded(str(data.get("root_op") or ""), MAX_NAME_CHARS), "loc": bounded(str(data.get("loc") or ""), MAX_NAME_CHARS),
             "phase": str(data.get("phase") or "run"),
             "workgroups": str(data.get("workgroups") or ""), "workgroup_count": int(data.get("workgroup_count") or 0),
             "shapes": str(export.get("shapes") or ""), "lowering_config": str(export.get("lowering_config") or ""),

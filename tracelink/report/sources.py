@@ -8,12 +8,11 @@ nor the executable sources the compiler dumped from them.
 
 The allowed roots come from the command line of the run, never from the profile directory, which may
 be someone else's: ``profile`` allows the program's directory, ``--source-root`` directories and the
-local side of ``--source-map`` (and the working directory only when the program is under it, and it is
-neither / nor the home directory or above it), and
-records them in profile.json signed with this user's key (:mod:`tracelink.signing`). ``report`` allows
-what its own command line names, and the recorded roots only when the signature holds: an edited or
-received profile.json names no root. The dumps a profile points at (``source_file``) are read only
-inside its artifacts directory.
+local side of ``--source-map`` (and the working directory only when the program is under it and it is
+neither / nor the home directory or above it), and records them in profile.json signed with this
+user's key (:mod:`tracelink.signing`). ``report`` allows what its own command line names, and the
+recorded roots only when the signature holds: an edited or received profile.json names no root. The
+dumps a profile points at (``source_file``) are read only inside its artifacts directory.
 
 Locations name paths on the machine that exported the model (``/home/someone/proj/braggnn.py``): a
 source map (``OLD=NEW`` prefixes) says where those files are here. Only the lookup is rewritten; the
@@ -42,7 +41,6 @@ class SourcePolicy:
     embed: bool = True
     source_map: tuple[tuple[str, Path], ...] = ()  # (recorded prefix, local directory), longest prefix first
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why it is not embedded
-
     trusted_record: bool = True  # False: the profile's recorded roots were refused (not signed here)
 
     @classmethod
@@ -55,7 +53,8 @@ class SourcePolicy:
         cwd = Path.cwd().resolve()
         program_dirs = [Path(program).resolve().parent for program in programs]
         allowed = [*program_dirs, *roots, *(new for _, new in source_map)]
-        if any(directory.is_relative_to(cwd) for directory in program_dirs) and not Path.home().resolve().is_relative_to(cwd) and cwd != Path("/"):
+        narrow = cwd != Path("/") and not Path.home().resolve().is_relative_to(cwd)
+        if narrow and any(directory.is_relative_to(cwd) for directory in program_dirs):
             allowed.append(cwd)
         ordered = tuple(sorted(((old, Path(new).resolve()) for old, new in source_map), key=lambda pair: -len(pair[0])))
         return cls(tuple(dict.fromkeys(Path(root).resolve() for root in allowed)), embed, ordered)
