@@ -112,10 +112,11 @@ class History:
 
     def add(self, space: TileSpace, indices: list[int], throughputs: list[float]) -> None:
         """Add one dispatch's trials and save; throughputs are made relative to its best."""
-        best = max(throughputs, default=0.0)
+        measured = [(i, y) for i, y in zip(indices, throughputs) if np.isfinite(y)]  # a NaN saved here broke every later tune
+        best = max((y for _, y in measured), default=0.0)
         if best <= 0:
             return
-        rows = [_log_derived(space, space.points[i]) + [y / best] for i, y in zip(indices, throughputs)]
+        rows = [_log_derived(space, space.points[i]) + [y / best] for i, y in measured]
         self.rows = np.vstack([self.rows, np.asarray(rows, dtype=np.float32)])
         self.save()
 
