@@ -484,8 +484,8 @@ def long_or_deep_location(workspace: Workspace, rng: random.Random) -> bytes:
     """A location with a name of 10 KB to 1 MB, or a call stack of 300 to 1,500 distinct frames."""
     if rng.random() < 0.5:
         size = int(10_000 * 100 ** rng.random())
-        piece = random_name(rng)[1:-1] or "x"
-        name = (piece * (size // len(piece) + 1))[:size].rstrip("\\")
+        piece = random_name(rng)[1:-1].replace("\\", "") or "x"  # no escape cut in half at the end
+        name = (piece * (size // len(piece) + 1))[:size]
         return f'"{name}"("{name[:4096]}.py":1:1)'.encode()
     depth = rng.randint(300, 1500)
     return ("".join(f'callsite("f{i}"("m{i}.py":{i + 1}:1) at ' for i in range(depth)) + '"leaf.py":1:1' + ")" * depth).encode()
