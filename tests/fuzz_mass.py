@@ -507,8 +507,10 @@ def read_long_or_deep(workspace: Workspace, data: bytes) -> None:
     op = next(op for op in read.ops if op.op_name == "arith.addf")
     root = Frame("all dispatches")
     for member in op.location.members:
-        levels = member_path({"positions": [str(position) for position in member.positions]}, next(iter(member.names), ""))
-        short_label(levels[-1], 200.0, from_left=True)
+        name = next(iter(member.names), "")
+        levels = member_path({"positions": [str(position) for position in member.positions]}, name)
+        for label in (name, *member.frames, *levels):  # as the graph's boxes show them
+            short_label(label, 200.0, from_left=True)
         root.add([*levels, "#0 dispatch"], 1.0, 0)
     flame_svg(root)
 
