@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench fuzz browser docs clean
+.PHONY: setup demo test bench fuzz browser vulkan docs clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
@@ -22,7 +22,11 @@ demo: setup
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null)
 
-test: setup browser
+# The GPU tests run on Mesa's lavapipe, a Vulkan driver on the CPU; install it when no Vulkan ICD is present (needs root).
+vulkan:
+	@ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 >/dev/null)
+
+test: setup browser vulkan
 	$(BIN)/python -m pytest -q
 
 bench: setup browser

@@ -8,12 +8,19 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile
 from tracelink.compile.onnx_import import import_onnx, is_onnx
+from tracelink.compile.targets import device_target, target_flags
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
 
 COLLECTORS = ("hal", "tracy", "hook")
 # Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.
 LIBRARY_GLOBS = ("*/site-packages/*", "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "<frozen *>")
+
+
+def default_collector(device: str) -> str:
+    """The collector ``tracelink profile`` uses on ``device`` when none is named: on a GPU, the one with its device time."""
+    target = device_target(device)
+    return target.timed_by if target.is_gpu else "hal"
 
 
 @dataclass
@@ -39,7 +46,12 @@ class ProfileOptions:
 
 
 def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
-    """The options with what the collector needs of the build: the hook sees only system-library executables."""
+    """The options with what the collector needs of the build: the hook sees only system-library executables
+    (of llvm-cpu: on a GPU device it has nothing to hook)."""
+    device = device_target(options.compile.device)
+    if device.is_gpu and options.collector != device.timed_by:
+        raise TracelinkError(f"--device {device.device} gives per-dispatch device time to --collector {device.timed_by} only "
+                             f"(IREE 3.13: {device.why_timed_by})")
     if options.collector == "hook":
         return replace(options, compile=replace(options.compile, link_embedded=False))
     return options
@@ -99,6 +111,9 @@ def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedP
     if not is_onnx(program):
         check_program_text(program)
     check_parameters(options.parameters)
+    # a device and collector that do not go together, or a GPU target missing its chip, fail before anything is written
+    with_collector_requirements(options)
+    target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)
     claim = claim_output(Path(out), options.force, files_read(program, options))
     try:
         artifacts = Path(out) / "artifacts"

@@ -92,6 +92,8 @@ def run_tune(args: argparse.Namespace) -> int:
         if args.rounds == 0:
             config.select.validate_rounds = 0
     profile = load_profile(args.profile)
+    if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
+        raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
     console = TerminalConsole(stderr=True, highlight=False)
