@@ -26,8 +26,8 @@ alone. Scratch files live in /dev/shm.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
+import multiprocessing.util
 import os
 import random
 import re
@@ -413,7 +413,7 @@ def victim_dir(workspace: Workspace) -> Path:
     if not victim.is_dir():
         victim.mkdir()
         (victim / "secret.txt").write_text(DECOY_SECRET + "\n")
-        atexit.register(shutil.rmtree, victim, True)
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(victim, True), exitpriority=0)  # workers skip atexit
     return victim
 
 
