@@ -6,7 +6,8 @@ truncation, splices from other seeds, deleted or repeated runs, invalid UTF-8, c
 huge numbers) of a real seed — a hook record file and the profile directory of a hook run made at
 start-up, a small Tracy capture and the head of a real one from ``/work/shared/fixtures`` — or, for
 locations, a random location tree (names with arbitrary bytes, call-site chains up to 1,500 deep) or a
-mutated location of a shared workload. Each goes through the same reader or normaliser the hypothesis
+mutated location of a shared workload, or an attack (a profile.json whose source-policy fields an
+attacker edited, a name full of terminal escapes, a 1 MB name or 1,500 distinct frames). Each goes through the same reader or normaliser the hypothesis
 tests call (a damaged profile-directory file through the reader ``load_profile`` uses for it).
 Anything but a one-line ``TracelinkError`` is unexpected, numpy's overflow and invalid-cast warnings
 too (a reader computing garbage); the first unexpected input of each target is saved (with its
@@ -26,9 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing.util
 import os
 import random
+import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -501,6 +505,133 @@ def check_normalised(read, count: int) -> None:
                 etree.Element("node").text = xml_text(text)
 
 
+# Attacks on what is read and printed (issue 22) --------------------------------------------------------
+
+DECOY_SECRET = "DECOY-SECRET-fuzz: no policy may read this"
+HOSTILE_FIELDS: dict[str, list[object]] = {  # values an attacker writes into a received profile.json
+    "allowed_roots": [["/"], ["{victim}"], [".", ".."], ["{victim}/\x00x"], 123, None, [["x"]], ["/proc/self/cwd"]],
+    "source_roots": [["/"], ["{victim}"], "{victim}", None],
+    "source_map": [[["", "/"]], [["/", "{victim}"]], [["secret.txt", "{victim}/secret.txt"]], [["{victim}", "{victim}"]],
+                   "x", [[1, 2, 3]], [["a", None]], None],
+    "program": ["{victim}/secret.txt", "secret.txt", "../../secret.txt", "", "/proc/self/cwd/secret.txt"],
+    "embed_sources": [True, "yes", None, 1],
+    "sources_signature": ["", "0" * 64, None, 7, "{victim}"],
+}
+# Where a location may say the secret is: absolute, relative to the cwd (the victim), through links of /proc.
+DECOY_LOCATIONS = ("{victim}/secret.txt", "secret.txt", "./secret.txt", "../victim/secret.txt", "/proc/self/cwd/secret.txt")
+
+
+def victim_dir(workspace: Workspace) -> Path:
+    """The decoy directory holding the secret, the worker's working directory while a policy is tried: in
+    the temporary directory, not /dev/shm (under /dev every file is refused anyway)."""
+    victim = workspace.scratch.with_name("victim-" + workspace.scratch.name)
+    if Path(tempfile.gettempdir()) != victim.parent:
+        victim = Path(tempfile.gettempdir()) / victim.name
+    if not victim.is_dir():
+        victim.mkdir()
+        (victim / "secret.txt").write_text(DECOY_SECRET + "\n")
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(victim, True), exitpriority=0)  # workers skip atexit
+    return victim
+
+
+def edited_profile_json(workspace: Workspace, rng: random.Random) -> bytes:
+    """The seed profile.json with one to all of its source-policy fields replaced by hostile values, then
+    sometimes mutated; ``{victim}`` stands for the decoy directory."""
+    summary = json.loads(workspace.profile_files["profile.json"])
+    for key in rng.sample(sorted(HOSTILE_FIELDS), rng.randint(1, len(HOSTILE_FIELDS))):
+        summary[key] = rng.choice(HOSTILE_FIELDS[key])
+    data = json.dumps(summary).encode()
+    return mutate(data, rng, []) if rng.random() < 0.3 else data
+
+
+def read_edited_profile_json(workspace: Workspace, data: bytes) -> None:
+    """``report``'s policy of the edited summary (no command-line roots), asked for the secret every way a
+    location or a dump can name it, from the victim directory: any line of it read is a disclosure."""
+    from tracelink.report.sources import SourcePolicy, dump_path
+
+    victim = victim_dir(workspace)
+    path = workspace.scratch / "profile.json"
+    path.write_bytes(data.replace(b"{victim}", str(victim).encode()))
+    summary = read_summary(path)
+    os.chdir(victim)
+    try:
+        policy = SourcePolicy.for_profile(summary)
+        for location in (*DECOY_LOCATIONS, str(summary.get("program") or "")):
+            lines = policy.read_lines(Path(location.replace("{victim}", str(victim))), 1 << 20)
+            assert lines is None or DECOY_SECRET not in "\n".join(lines), f"{location} disclosed"
+        for dump in ("../victim/secret.txt", str(victim / "secret.txt"), "executables/../../victim/secret.txt"):
+            assert dump_path(workspace.scratch / "artifacts", dump) is None, f"dump {dump} readable"
+    finally:
+        os.chdir(workspace.scratch)
+
+
+TERMINAL_ALPHABET = [chr(c) for c in range(0x20)] + ["\x7f", "\x9b", "\x85", "\u202e", "\u2066", "\u200f", "\udcff", "\x1b[", "\x1b]0;", "\x1b]52;c;",
+                                                       "[bold]", "[link=http://x]", "[/]", "a", "é", "🙂", " ", "\\"]
+# rich's own colour sequences (SGR) are the only escapes a console may write on a terminal
+RICH_SGR = re.compile("\x1b\\[[0-9;]*m")
+
+
+def terminal_name(workspace: Workspace, rng: random.Random) -> bytes:
+    """A name of up to 40 pieces full of control characters, escape sequences and markup (UTF-8, lone
+    surrogates kept by surrogateescape)."""
+    return "".join(rng.choice(TERMINAL_ALPHABET) for _ in range(rng.randint(1, 40))).encode("utf-8", "surrogatepass")
+
+
+def print_terminal_name(workspace: Workspace, data: bytes) -> None:
+    """The name printed by a TerminalConsole as tracelink prints names (as Text, and escaped into markup):
+    nothing a terminal obeys may come out but rich's colours."""
+    import io
+
+    from rich.markup import escape
+    from rich.text import Text
+
+    from tracelink.textsafe import TERMINAL_UNSAFE, TerminalConsole
+
+    name = data.decode("utf-8", "surrogatepass")
+    out = io.StringIO()
+    console = TerminalConsole(file=out, force_terminal=True, color_system="truecolor", width=60)
+    console.print(Text(name, style="bold red"))
+    console.print(f"[bold]{escape(name)}[/] done")
+    printed = RICH_SGR.sub("", out.getvalue())
+    leaked = TERMINAL_UNSAFE.search(printed.replace("\n", ""))
+    assert leaked is None, f"{leaked.group()!r} reached the terminal"
+
+
+def long_or_deep_location(workspace: Workspace, rng: random.Random) -> bytes:
+    """A location with a name of 10 KB to 1 MB, or a call stack of 300 to 1,500 distinct frames."""
+    if rng.random() < 0.5:
+        size = int(10_000 * 100 ** rng.random())
+        piece = random_name(rng)[1:-1].replace("\\", "") or "x"  # no escape cut in half at the end
+        name = (piece * (size // len(piece) + 1))[:size]
+        return f'"{name}"("{name[:4096]}.py":1:1)'.encode()
+    depth = rng.randint(300, 1500)
+    return ("".join(f'callsite("f{i}"("m{i}.py":{i + 1}:1) at ' for i in range(depth)) + '"leaf.py":1:1' + ")" * depth).encode()
+
+
+def read_long_or_deep(workspace: Workspace, data: bytes) -> None:
+    """The location read as ``profile`` reads it, then what the report does with its names: the program
+    text with locations stripped, labels cut to a box, and the flame graph of its frames."""
+    from tracelink.report.flame import Frame, flame_svg, member_path
+    from tracelink.report.layout import short_label
+    from tracelink.report.textmap import strip_locations
+
+    path = workspace.scratch / "locations.mlir"
+    path.write_bytes(location_module([data]))
+    check_program_text(path)
+    read = read_input_program(path, workspace.fresh_context())
+    check_normalised(read, 1)
+    strip_locations(path.read_text())
+    op = next(op for op in read.ops if op.op_name == "arith.addf")
+    root = Frame("all dispatches")
+    for member in op.location.members:
+        name = next(iter(member.names), "")
+        levels = member_path({"positions": [str(position) for position in member.positions]}, name)
+        for label in (name, *member.frames, *levels):  # as the graph's boxes show them
+            short_label(label, 200.0, from_left=True)
+        root.add([*levels, "#0 dispatch"], 1.0, 0)
+    flame_svg(root)
+
+
 # Targets -------------------------------------------------------------------------------------------
 
 
@@ -519,6 +650,7 @@ class Target:
     read: Callable[[Workspace, list[bytes]], list[BaseException | None]]
     batch: int = 1  # inputs read together (one MLIR module per batch)
     suffix: str = ".bin"  # of a saved failing input
+    bound_s: float | None = None  # an input taking longer is unexpected (a hang or quadratic time)
 
 
 TARGETS = {
@@ -530,6 +662,10 @@ TARGETS = {
         Target("location-generated", 0.50, generated_location, read_locations, batch=100, suffix=".loc"),
         Target("location-mutated", 0.20, mutated_location, read_locations, suffix=".loc"),
         Target("planted-links", 0.0005, planted_links, one_by_one(read_planted_links), suffix=".json"),
+        Target("profile-json-edited", 0.01, edited_profile_json, one_by_one(read_edited_profile_json), suffix=".json", bound_s=2.0),
+        Target("terminal-names", 0.01, terminal_name, one_by_one(print_terminal_name), suffix=".txt", bound_s=1.0),
+        # a 1 MB name takes ~2 s to parse, normalise and lay out alone: 30 s catches quadratic time
+        Target("long-names-deep-stacks", 0.0002, long_or_deep_location, one_by_one(read_long_or_deep), suffix=".loc", bound_s=30.0),
     )
 }
 
@@ -562,7 +698,9 @@ def start_worker(seeds: Path) -> None:
     global WORKSPACE
     # numpy's overflow / invalid-cast warnings mean a reader computed garbage from the input: unexpected too
     warnings.simplefilter("error", RuntimeWarning)
+    signal.signal(signal.SIGALRM, interrupt)
     WORKSPACE = Workspace.open(seeds)
+    os.chdir(WORKSPACE.scratch)
 
 
 def input_of(target: Target, seed: int, index: int) -> bytes:
@@ -576,6 +714,34 @@ def unexpected(error: BaseException) -> bool:
     return not isinstance(error, TracelinkError) or "\n" in str(error)
 
 
+class TooSlow(Exception):
+    """An input that took longer than its target's time bound."""
+
+
+def interrupt(signal_number: int, frame: object) -> None:
+    raise TooSlow("interrupted by the time bound")
+
+
+def read_bounded(target: Target, inputs: list[bytes]) -> list[BaseException | None]:
+    """``target.read`` of a batch; with a bound (batches of one), an alarm interrupts an input running past
+    it and an input returning after it is a TooSlow outcome."""
+    assert WORKSPACE is not None
+    if target.bound_s is None:
+        return target.read(WORKSPACE, inputs)
+    started = time.perf_counter()
+    signal.setitimer(signal.ITIMER_REAL, 2 * target.bound_s)
+    try:
+        outcomes = target.read(WORKSPACE, inputs)
+    except TooSlow as error:
+        outcomes = [error] * len(inputs)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    elapsed = time.perf_counter() - started
+    if elapsed > target.bound_s * len(inputs):
+        return [outcome or TooSlow(f"took {elapsed:.1f} s, bound {target.bound_s:g} s") for outcome in outcomes]
+    return outcomes
+
+
 def run_chunk(chunk: Chunk, seed: int) -> ChunkResult:
     assert WORKSPACE is not None
     target = TARGETS[chunk.target]
@@ -584,7 +750,7 @@ def run_chunk(chunk: Chunk, seed: int) -> ChunkResult:
     for start in range(chunk.first, chunk.first + chunk.count, target.batch):
         indices = range(start, min(start + target.batch, chunk.first + chunk.count))
         inputs = [input_of(target, seed, index) for index in indices]
-        for index, data, outcome in zip(indices, inputs, target.read(WORKSPACE, inputs)):
+        for index, data, outcome in zip(indices, inputs, read_bounded(target, inputs)):
             if outcome is None:
                 continue
             if not unexpected(outcome):
@@ -643,7 +809,10 @@ def plan(total: int, targets: list[str], chunk_size: int, first: int) -> list[Ch
     for name in targets:
         count = round(total * TARGETS[name].share / shares) if len(targets) > 1 else total
         size = max(chunk_size // 10, TARGETS[name].batch) if name in ("profile-dir", "tracy-capture") else chunk_size
-        size = max(1, chunk_size // 200) if name == "planted-links" else size  # whole commands: ~0.1-1 s per input
+        if name == "planted-links":  # whole commands: ~0.1-1 s per input
+            size = max(1, chunk_size // 200)
+        elif (TARGETS[name].bound_s or 0) >= 10:  # inputs of seconds each: small chunks, spread over the workers
+            size = 4
         per_target.append([Chunk(name, start, min(size, first + count - start)) for start in range(first, first + count, size)])
     return [chunk for group in zip_longest_chunks(per_target) for chunk in group]
 

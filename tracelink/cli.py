@@ -11,10 +11,10 @@ import importlib
 import signal
 import sys
 
-from rich.console import Console
 from rich.text import Text
 
 from tracelink import TracelinkError, __version__
+from tracelink.textsafe import TerminalConsole
 
 # command -> (module defining ``register``, one line for the command list). Only the module of the
 # command being run is imported, so each command starts without loading the others' dependencies.
@@ -46,18 +46,27 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so every stage stops the same way."""
+    """SIGTERM or SIGHUP (the terminal closed), raised like Ctrl-C so every stage stops the same way."""
+
+    def __init__(self, signal_number: int = signal.SIGTERM) -> None:
+        super().__init__(signal_number)
+        self.signal_number = signal_number
 
 
 def terminate(signal_number: int, frame: object) -> None:
-    raise Terminated()
+    raise Terminated(signal_number)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
+    undecodable = next((word for word in argv[: argv.index("--") if "--" in argv else len(argv)] if not is_utf8(word)), None)
+    if undecodable is not None:  # file names are written into logs, JSON and the report as UTF-8 text
+        print_error(f"tracelink: error: {undecodable}: not valid UTF-8; rename it (tracelink records every path it is given as text)")
+        return 2
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)  # its default ends Python at once, leaving the tools running
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background, which ignores it
     try:
         return int(args.handler(args))
@@ -68,19 +77,31 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         print_error(f"tracelink: error: {where}{error.strerror or error}")
         return 1
+    except UnicodeError as error:  # a name read from the disk (not the command line) that is not UTF-8
+        print_error(f"tracelink: error: a name that is not valid UTF-8 ({error}); rename the file")
+        return 1
     except KeyboardInterrupt as interrupt:
         # Tools run in their own sessions: a Ctrl-C or SIGTERM reaches tracelink only, so kill them here.
         from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package
 
         stop_all_tools()
-        name = "SIGTERM" if isinstance(interrupt, Terminated) else "SIGINT"
-        print_error(f"tracelink: interrupted ({name}); every tool it started is stopped; files written so far are kept")
-        return 143 if isinstance(interrupt, Terminated) else 130
+        number = interrupt.signal_number if isinstance(interrupt, Terminated) else signal.SIGINT
+        print_error(f"tracelink: interrupted ({signal.Signals(number).name}); every tool it started is stopped; files written so far are kept")
+        return 128 + number
+
+
+def is_utf8(word: str) -> bool:
+    """Whether a command-line word was valid UTF-8 (Python keeps other bytes as lone surrogates)."""
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def print_error(text: str) -> None:
     """One line on stderr, bold red on a terminal; the text is never read as markup (program names are)."""
-    Console(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
+    TerminalConsole(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,25 @@ def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
     return tuple(paths)
 
 
+IRPA_MAGIC = b"IRPA"  # iree/io/formats/irpa: every IREE parameter archive starts with it
+
+
+def check_parameters(values: list[str]) -> None:
+    """Each ``--parameters [SCOPE=]FILE``: a readable file, and an ``.irpa`` one an IREE parameter archive.
+
+    The runtime's own error for a damaged archive ("IRPA file magic missing or invalid") names no file.
+    """
+    for value in values:
+        path = Path(value.split("=", 1)[-1])
+        try:
+            with path.open("rb") as archive:
+                head = archive.read(len(IRPA_MAGIC))
+        except OSError as error:
+            raise TracelinkError(f"{path}: parameter archive unreadable ({error.strerror})") from None
+        if path.suffix == ".irpa" and head != IRPA_MAGIC:
+            raise TracelinkError(f"{path}: not an IREE parameter archive (it does not start with {IRPA_MAGIC.decode()}); --parameters {value}")
+
+
 def start_compile(program: Path | PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
     """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background).
 
@@ -105,6 +124,7 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
         raise TracelinkError(f"{program}: input program not found")
     if not is_onnx(program):
         check_program_text(program)
+    check_parameters(options.parameters)
     # a device and collector that do not go together, or a GPU target missing its chip, fail before anything is written
     with_collector_requirements(options)
     target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)

@@ -33,6 +33,8 @@ from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.pprof import write_pprof
+from tracelink.report.sources import SourcePolicy
+from tracelink.textsafe import TerminalConsole
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -60,7 +62,7 @@ def profile(
         if pending.exported is not None:  # a Python model: its example inputs and its sources
             options = with_exported_model(options, pending.exported)
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
-        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, model)
+        return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model)
     finally:
         pending.stop()
 
@@ -139,9 +141,7 @@ def run_profile(
         "inputs": inputs,
         "repetitions": options.repetitions,
         "warmup": options.warmup,
-        "source_roots": [str(root.resolve()) for root in options.source_roots],
-        "source_map": [[old, str(new.resolve())] for old, new in options.source_map],
-        "embed_sources": options.embed_sources,
+        **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": timings,
     } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)

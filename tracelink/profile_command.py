@@ -10,12 +10,11 @@ import argparse
 import importlib
 from pathlib import Path
 
-from rich.console import Console
-
 from tracelink.compile import CompileOptions
 from tracelink.compile.targets import DEVICES
 from tracelink.arguments import add_source_arguments, at_least, positive_float
 from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, default_collector, start_compile
+from tracelink.textsafe import TerminalConsole
 
 
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
@@ -52,7 +51,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
     pending = start_compile(args.program, args.output, options)
     try:
         pipeline = importlib.import_module("tracelink.pipeline")  # loads while the compiler runs
-        result = pipeline.profile(args.program, args.output, options, Console(stderr=True), pending=pending)
+        result = pipeline.profile(args.program, args.output, options, TerminalConsole(stderr=True), pending=pending)
     finally:
         pending.stop()
     # With --json the tables go to stderr and stdout holds only the document.

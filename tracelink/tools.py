@@ -2,11 +2,21 @@
 
 A :class:`ToolRun` starts at once and is waited for later, so the pipeline can parse and build while
 the compiler or the program runs. Each tool runs in its own process group, so a timeout kills every
-process it started and nothing is left behind.
+process it started and nothing is left behind. When tracelink dies without a chance to stop them
+(SIGKILL, a crash), a guard process kills them: it holds the group of every tool running and kills
+those left when its pipe from tracelink closes. (``PR_SET_PDEATHSIG`` would need a ``preexec_fn``,
+which makes every start fork the whole interpreter and wait on its import lock: stopping tune's
+workers then took over 2 s.)
+
+The tools are the packages' binaries themselves, not the Python scripts pip puts in the venv's bin/:
+those run the binary as their child and exit with its status modulo 256 (a crash, -11, reads as exit
+245), and their child would outlive a killed script.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import multiprocessing
 import os
 import shutil
@@ -23,8 +33,19 @@ from tracelink import TracelinkError
 from tracelink.atomic import open_for_writing
 
 
+# Where each installed IREE package keeps its binaries (the compiler's and the runtime's tools).
+TOOL_PACKAGES = {"iree-compile": "iree.compiler._mlir_libs"}
+RUNTIME_PACKAGE = "iree._runtime_libs"
+
+
 def tool_path(name: str) -> str:
-    """Path of an IREE tool installed beside the running Python (the venv's bin/), else on PATH."""
+    """Path of an IREE tool: the binary of the installed package, else beside the running Python (the
+    venv's bin/), else on PATH."""
+    spec = importlib.util.find_spec(TOOL_PACKAGES.get(name, RUNTIME_PACKAGE))
+    if spec is not None and spec.origin is not None:
+        binary = Path(spec.origin).parent / name
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return str(binary)
     beside_python = Path(sys.executable).parent / name
     if beside_python.exists():
         return str(beside_python)
@@ -44,11 +65,43 @@ _RUNNING: set[int] = set()
 _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on the thread holding it
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# The guard: reads "+GROUP" / "-GROUP" lines; at the end of its input (tracelink gone, however) it kills
+# the groups left. Python without site: it starts in a few tens of milliseconds.
+GUARD = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+_guard: subprocess.Popen | None = None
+
+
+def guard_note(line: str) -> None:
+    """Tell this process's guard (started on the first tool) that a group starts or ends (holding the lock)."""
+    global _guard
+    if _guard is None or _guard.poll() is not None:
+        # its own session: a Ctrl-C to the terminal's group leaves it to watch the tools until tracelink ends
+        _guard = subprocess.Popen([sys.executable, "-S", "-c", GUARD], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
+    try:
+        _guard.stdin.write(line + "\n")
+    except (BrokenPipeError, ValueError):  # the guard was killed: tools are still stopped on interrupts
+        pass
+
+
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
-    """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`)."""
+    """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`),
+    watched by the guard."""
     with _RUNNING_LOCK:
         process = subprocess.Popen(command, start_new_session=True, **popen_options)
         _RUNNING.add(process.pid)
+        guard_note(f"+{process.pid}")
     return process
 
 
@@ -67,7 +120,9 @@ def reap(process: subprocess.Popen) -> int:
     """Wait for a tool after its group was killed or it exited; it no longer needs stopping."""
     code = process.wait()
     with _RUNNING_LOCK:
-        _RUNNING.discard(process.pid)
+        if process.pid in _RUNNING:
+            _RUNNING.discard(process.pid)
+            guard_note(f"-{process.pid}")
     return code
 
 
@@ -97,7 +152,7 @@ def session_children() -> set[int]:
             except OSError:
                 continue  # gone meanwhile
             ppid, _group, session = stat[stat.rindex(")") + 2 :].split()[1:4]
-            if int(ppid) == os.getpid() and int(session) == int(entry.name):
+            if int(ppid) == os.getpid() and int(session) == int(entry.name) and (_guard is None or _guard.pid != int(entry.name)):
                 found.add(int(entry.name))
     return found
 
@@ -117,7 +172,8 @@ def stop_all_tools() -> None:
 
 
 def stop_on_sigterm() -> None:
-    """In a worker process: on SIGTERM kill the tools it started and exit; leave SIGINT to the parent."""
+    """In a worker process: on SIGTERM kill the tools it started and exit; leave SIGINT to the parent.
+    The worker gets SIGTERM when tracelink dies without stopping it (SIGKILL)."""
 
     def stop(signal_number: int, frame: object) -> None:
         stop_all_tools()
@@ -125,6 +181,7 @@ def stop_on_sigterm() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class ToolRun:

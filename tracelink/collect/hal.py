@@ -44,7 +44,8 @@ def start_hal_profile(
     command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
         f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
     ]
-    return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
+    archives = f" with parameters {', '.join(parameters)}" if parameters else ""  # the runtime's errors name no archive
+    return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}{archives}")
 
 
 def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.collect.hook import CSV_FILE_NAME, list_event_types, run_hooked
 from tracelink.collect.hook_stats import StatsOptions, format_statistics, format_summary
+from tracelink.textsafe import terminal_text
 
 DEFAULT_OUTPUT_DIR = Path("tracelink-hook")
 
@@ -40,13 +41,13 @@ def run_command(args: argparse.Namespace) -> int:
     options = StatsOptions.from_env(os.environ)
     run = run_hooked(command, args.output, _event_list(args.events), args.filter, args.timeout)
     print()
-    print(format_summary(run.events))
+    print(terminal_text(format_summary(run.events)))  # dispatch names are the program's
     print()
-    print(format_statistics(run.workgroups, run.event_names, options))
+    print(terminal_text(format_statistics(run.workgroups, run.event_names, options)))
     for warning in run.warnings:
-        print(f"warning: {warning}")
+        print(terminal_text(f"warning: {warning}"))
     files = ", ".join(str(path) for path in run.record_files)
-    print(f"{len(run.workgroups)} workgroup calls in {len(run.events)} dispatches; records: {files}")
+    print(terminal_text(f"{len(run.workgroups)} workgroup calls in {len(run.events)} dispatches; records: {files}"))
     csv_dir = os.environ.get("IREE_HOOK_OUTPUT_CSV")
     if csv_dir:
         print(f"CSV: {Path(csv_dir) / CSV_FILE_NAME}")

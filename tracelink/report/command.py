@@ -6,8 +6,6 @@ import argparse
 import time
 from pathlib import Path
 
-from rich.console import Console
-
 from tracelink import TracelinkError
 from tracelink.arguments import add_source_arguments
 from tracelink.outdir import REPORT_HEADER, locked, refuse_foreign_file
@@ -17,6 +15,7 @@ from tracelink.report.json_output import dump, profile_document
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.trace import write_trace
+from tracelink.textsafe import TerminalConsole
 
 
 def run_report_command(args: argparse.Namespace) -> int:
@@ -33,7 +32,7 @@ def run_report_command(args: argparse.Namespace) -> int:
         sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None, args.source_map)
         report = build_report(profile, args.output, sources)
     size = report.stat().st_size
-    Console(stderr=True, highlight=False, markup=False).print(
+    TerminalConsole(stderr=True, highlight=False, markup=False).print(
         f"wrote {report} ({size / 1e6:.2f} MB), {trace} and {pprof} in {time.perf_counter() - started:.1f} s"
     )
     # --json: the profile's document (its measured strategies included) instead of the report's path

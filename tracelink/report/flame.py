@@ -19,7 +19,7 @@ import networkx as nx
 from lxml import etree
 
 from tracelink.report.fmt import el, ns, pct
-from tracelink.report.model import ReportModel, short_export
+from tracelink.report.model import MAX_NAME_CHARS, ReportModel, bounded, short_export
 from tracelink.report.svg import svg_root
 
 MIN_FRACTION = 0.001
@@ -46,7 +46,12 @@ class Frame:
 
 
 def member_path(member: dict, name: str) -> list[str]:
-    """The levels of one location member, outermost first (see the module docstring)."""
+    """The levels of one location member, outermost first (see the module docstring), each cut to
+    :data:`MAX_NAME_CHARS`."""
+    return [bounded(level, MAX_NAME_CHARS) for level in member_levels(member, name)]
+
+
+def member_levels(member: dict, name: str) -> list[str]:
     positions = [position.rsplit(":", 2) for position in member.get("positions", [])]
     if len(positions) > 1:
         return [f"{Path(path).name}:{line}" for path, line, _ in reversed(positions)]
@@ -82,17 +87,16 @@ def flame_tree(model: ReportModel, graph: nx.DiGraph) -> Frame:
 def flame_svg(root: Frame) -> etree._Element:
     """The icicle as SVG: one ``g.fr`` per frame wide enough to see."""
     rows: list[tuple[Frame, int, float, float]] = []
-
-    def place(frame: Frame, depth: int, start: float) -> None:
-        rows.append((frame, depth, start, start + frame.value / root.value))
-        offset = start
+    stack = [(root, 0, 0.0)] if root.value > 0 else []
+    while stack:  # depth first, children widest first: a stack, not recursion (a call stack may be 1,000 deep)
+        frame, level, start = stack.pop()
+        rows.append((frame, level, start, start + frame.value / root.value))
+        offset, shown = start, []
         for child in sorted(frame.children.values(), key=lambda f: -f.value):
             if child.value / root.value >= MIN_FRACTION:
-                place(child, depth + 1, offset)
+                shown.append((child, level + 1, offset))
             offset += child.value / root.value
-
-    if root.value > 0:
-        place(root, 0, 0.0)
+        stack.extend(reversed(shown))
     depth = max((d for _, d, _, _ in rows), default=0) + 1
     svg = svg_root(WIDTH, depth * ROW_HEIGHT, "flame graph of self time by source", "chart flame")
     svg.set("id", "flame-svg")

@@ -27,13 +27,17 @@ from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import lower_bound_mark, text_or_empty
-from tracelink.report.sources import SourcePolicy
+from tracelink.report.sources import SourcePolicy, dump_path
 from tracelink.report.strategies import concrete
 from tracelink.report.textmap import strip_locations, text_ops
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
 MAX_EXECUTABLE_LINE_CHARS = 200  # target and layout attributes of executables are long and repetitive
+# What the report shows of one name (location names, op names) and of one path (no file has a longer
+# one: PATH_MAX); a 1 MB name would otherwise be repeated in every view that shows it.
+MAX_NAME_CHARS = 1000
+MAX_PATH_CHARS = 4096
 MAX_FILE_LINES = 20000  # a bigger input program is shown around its mapped lines only
 CONTEXT_LINES = 3  # lines shown around mapped lines of other files read from disk
 MAX_OTHER_FILE_BYTES = 4_000_000
@@ -124,9 +128,14 @@ def short_export(name: str) -> str:
     return name[at:] if at > 0 else name
 
 
-def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    text = text.rstrip()
+def bounded(text: str, limit: int) -> str:
+    """``text`` unchanged up to ``limit`` characters, else its first ``limit`` and how many more there are."""
     return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit} more characters)"
+
+
+def cut(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """A line of a file for display: without trailing blanks, :func:`bounded`."""
+    return bounded(text.rstrip(), limit)
 
 
 def positions_of(data: dict) -> list[tuple[str, int]]:
@@ -134,7 +143,7 @@ def positions_of(data: dict) -> list[tuple[str, int]]:
     found: dict[tuple[str, int], None] = {}
     for position in json.loads(data.get("positions") or "[]"):
         path, line, _ = position.rsplit(":", 2)
-        found[(path, int(line))] = None
+        found[(bounded(path, MAX_PATH_CHARS), int(line))] = None
     return list(found)
 
 
@@ -163,9 +172,9 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
         )
         row = times.get(node)
         ops[node] = {
-            "label": str(data.get("label", node)), "name": str(data.get("name") or ""), "op_names": str(data.get("op_names") or ""),
-            "kinds": str(data.get("op_kinds") or data.get("op_names") or ""),
-            "file": str(data.get("file") or ""), "line": int(data.get("line") or 0), "positions": positions_of(data),
+            "label": bounded(str(data.get("label", node)), MAX_NAME_CHARS), "name": bounded(str(data.get("name") or ""), MAX_NAME_CHARS),
+            "op_names": bounded(str(data.get("op_names") or ""), MAX_NAME_CHARS), "kinds": bounded(str(data.get("op_kinds") or data.get("op_names") or ""), MAX_NAME_CHARS),
+            "file": bounded(str(data.get("file") or ""), MAX_PATH_CHARS), "line": int(data.get("line") or 0), "positions": positions_of(data),
             "call_sites": feeds, "total_ns": (number(row.total_ns) or 0.0) if row is not None else 0.0,
             "mean_ns": (number(row.mean_ns) or 0.0) if row is not None else 0.0, "share": (number(row.share) or 0.0) if row is not None else 0.0,
             "lines": [],
@@ -293,7 +302,8 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
         line_keys = sorted({key for op, _, _ in op_roles for key in ops.get(op, {}).get("lines", [])}, key=line_sort_key)
         out.append({
             "index": index, "export": str(data["export"]), "executable": str(export.get("executable") or row.get("executable") or ""),
-            "root_op": str(data.get("root_op") or ""), "loc": str(data.get("loc") or ""), "phase": str(data.get("phase") or "run"),
+            "root_op": bounded(str(data.get("root_op") or ""), MAX_NAME_CHARS), "loc": bounded(str(data.get("loc") or ""), MAX_NAME_CHARS),
+            "phase": str(data.get("phase") or "run"),
             "workgroups": str(data.get("workgroups") or ""), "workgroup_count": int(data.get("workgroup_count") or 0),
             "shapes": str(export.get("shapes") or ""), "lowering_config": str(export.get("lowering_config") or ""),
             "workgroup_size": str(export.get("workgroup_size") or ""), "source_file": str(export.get("source_file") or ""),
@@ -347,7 +357,7 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
         if executable is None:
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
-            path = profile.artifacts / executable.source_file if executable.source_file else None
+            path = dump_path(profile.artifacts, executable.source_file) if executable.source_file else None
             text = path.read_text(errors="replace") if embed and path is not None and path.is_file() else None
             if text is not None:
                 executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in strip_locations(text).split("\n")]

@@ -1,11 +1,18 @@
 """Which local files the report may embed: the report is meant to be attached to bug reports.
 
 Locations in a program name any path (``loc("mm"("/etc/passwd":1:1))``); a file is embedded only when
-it lies under an allowed root (the program's directory, the working directory, ``--source-root``
-directories, the local side of ``--source-map``), is a regular file, is not hidden below its root, is
-not under /dev, /proc or /sys and is not too big. Every file refused or not found is listed, with the
-reason, so the report says what it left out. ``--no-sources`` embeds nothing read from the user's
-files: neither source files nor the executable sources the compiler dumped from them.
+it lies under an allowed root, is a regular file, is not hidden below its root, is not under /dev, /proc
+or /sys and is not too big. Every file refused or not found is listed, with the reason, so the report
+says what it left out. ``--no-sources`` embeds nothing read from the user's files: neither source files
+nor the executable sources the compiler dumped from them.
+
+The allowed roots come from the command line of the run, never from the profile directory, which may
+be someone else's: ``profile`` allows the program's directory, ``--source-root`` directories and the
+local side of ``--source-map`` (and the working directory only when the program is under it and it is
+neither / nor the home directory or above it), and records them in profile.json signed with this
+user's key (:mod:`tracelink.signing`). ``report`` allows what its own command line names, and the
+recorded roots only when the signature holds: an edited or received profile.json names no root. The
+dumps a profile points at (``source_file``) are read only inside its artifacts directory.
 
 Locations name paths on the machine that exported the model (``/home/someone/proj/braggnn.py``): a
 source map (``OLD=NEW`` prefixes) says where those files are here. Only the lookup is rewritten; the
@@ -17,6 +24,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tracelink.signing import sign, signed_by_this_user
 
 SYSTEM_ROOTS = (Path("/dev"), Path("/proc"), Path("/sys"))
 NO_SOURCES = "sources not embedded (--no-sources)"
@@ -32,22 +41,44 @@ class SourcePolicy:
     embed: bool = True
     source_map: tuple[tuple[str, Path], ...] = ()  # (recorded prefix, local directory), longest prefix first
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why it is not embedded
+    trusted_record: bool = True  # False: the profile's recorded roots were refused (not signed here)
+
+    @classmethod
+    def for_run(
+        cls, programs: list[Path], roots: list[Path], source_map: list[tuple[str, Path]], embed: bool = True,
+    ) -> SourcePolicy:
+        """The policy of one command line: the directories of ``programs`` (the files it was given), ``roots``,
+        the map's local directories, and the working directory only when one of the programs is under it
+        and it is narrower than the home directory (run from / or ~, every program is under it)."""
+        cwd = Path.cwd().resolve()
+        program_dirs = [Path(program).resolve().parent for program in programs]
+        allowed = [*program_dirs, *roots, *(new for _, new in source_map)]
+        narrow = cwd != Path("/") and not Path.home().resolve().is_relative_to(cwd)
+        if narrow and any(directory.is_relative_to(cwd) for directory in program_dirs):
+            allowed.append(cwd)
+        ordered = tuple(sorted(((old, Path(new).resolve()) for old, new in source_map), key=lambda pair: -len(pair[0])))
+        return cls(tuple(dict.fromkeys(Path(root).resolve() for root in allowed)), embed, ordered)
 
     @classmethod
     def for_profile(
         cls, summary: dict, extra_roots: list[Path] | None = None, embed: bool | None = None,
         extra_map: list[tuple[str, Path]] | None = None,
     ) -> SourcePolicy:
-        """The policy a profile was written with (its summary), widened by ``extra_roots`` and ``extra_map``
-        (which wins over the summary's map for the same prefix), ``embed`` overriding."""
-        program = str(summary.get("program") or "")
-        mapping = dict(source_map_of(summary)) | {old: Path(new) for old, new in extra_map or []}
-        roots = [Path.cwd(), *(Path(root) for root in summary.get("source_roots") or []), *(extra_roots or []), *mapping.values()]
-        if program:
-            roots.append(Path(program).parent)
-        embedded = bool(summary.get("embed_sources", True)) if embed is None else embed
-        ordered = tuple(sorted(((old, new.resolve()) for old, new in mapping.items()), key=lambda pair: -len(pair[0])))
-        return cls(tuple(dict.fromkeys(root.resolve() for root in roots)), embedded, ordered)
+        """The policy of a ``report`` run on a profile: ``extra_roots`` and ``extra_map`` (its command line),
+        with the roots and map the profile recorded when this user's tracelink signed them (see
+        :meth:`record`); ``extra_map`` wins over the recorded map for the same prefix, ``embed`` overrides."""
+        recorded = recorded_policy(summary)
+        mapping = dict(recorded.source_map if recorded else ()) | {old: Path(new) for old, new in extra_map or []}
+        roots = [*(recorded.roots if recorded else ()), *(extra_roots or []), *mapping.values()]
+        embedded = (recorded.embed if recorded else True) if embed is None else embed
+        ordered = tuple(sorted(((old, Path(new).resolve()) for old, new in mapping.items()), key=lambda pair: -len(pair[0])))
+        return cls(tuple(dict.fromkeys(Path(root).resolve() for root in roots)), embedded, ordered, trusted_record=recorded is not None)
+
+    def record(self) -> dict:
+        """What profile.json keeps of this policy, signed so that only this user's later runs believe it."""
+        payload = {"allowed_roots": [str(root) for root in self.roots], "source_map": [[old, str(new)] for old, new in self.source_map],
+                   "embed_sources": self.embed}
+        return payload | {"sources_signature": sign(payload)}
 
     def local_path(self, recorded: str) -> Path:
         """Where the file a location names is on this machine: the first (longest) matching map prefix rewritten."""
@@ -73,7 +104,10 @@ class SourcePolicy:
             return "a device or kernel file"
         root = next((root for root in self.roots if resolved.is_relative_to(root)), None)
         if root is None:
-            return "outside the allowed source roots (the program's directory, the working directory, --source-root, --source-map)"
+            if not self.trusted_record:
+                return ("outside the allowed source roots (profile.json's roots are not used: this user's tracelink did not "
+                        "record them; --source-root or --source-map allows a directory)")
+            return "outside the allowed source roots (the program's directory, --source-root, --source-map)"
         if any(part.startswith(".") for part in resolved.relative_to(root).parts):
             return "a hidden file"
         if not resolved.is_file():
@@ -104,6 +138,23 @@ class SourcePolicy:
         except OSError as error:
             self.skipped[str(path)] = f"unreadable ({error.strerror}){mapped}"
             return None
+
+
+def dump_path(artifacts: Path, recorded: str) -> Path | None:
+    """The file a profile's ``source_file`` names (relative to its artifacts directory), or None when it,
+    through ``..`` or a link, leaves that directory."""
+    base = Path(artifacts).resolve()
+    resolved = (base / recorded).resolve()
+    return resolved if resolved.is_relative_to(base) and resolved != base else None
+
+
+def recorded_policy(summary: dict) -> SourcePolicy | None:
+    """The policy a profile recorded (:meth:`SourcePolicy.record`) when this user's key signed it, else None."""
+    payload = {key: summary.get(key) for key in ("allowed_roots", "source_map", "embed_sources")}
+    if not signed_by_this_user(payload, summary.get("sources_signature")):
+        return None
+    roots = tuple(Path(str(root)) for root in payload["allowed_roots"] or [])
+    return SourcePolicy(roots, bool(payload["embed_sources"]), tuple(source_map_of(summary)))
 
 
 def source_map_of(summary: dict) -> list[tuple[str, Path]]:

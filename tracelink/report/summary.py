@@ -26,6 +26,7 @@ from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, text_or_empty
 from tracelink.report.model import short_export
 from tracelink.report.strategies import concrete, print_strategies
+from tracelink.textsafe import TerminalConsole
 
 PATH_WIDTH = 30
 # Width of the tables when the output is not a terminal (a pipe or a file): wide enough for every
@@ -35,8 +36,8 @@ PIPE_WIDTH = 150
 
 def summary_console(stderr: bool = False) -> Console:
     """A console for the summary: the terminal's width, or :data:`PIPE_WIDTH` when writing to a pipe or file."""
-    console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=PIPE_WIDTH)
+    console = TerminalConsole(stderr=stderr)
+    return console if console.is_terminal else TerminalConsole(stderr=stderr, width=PIPE_WIDTH)
 NEXT_STEPS_SHOWN = 3  # the hottest dispatches get their next step printed under the table
 COMPONENT_ROWS = 10  # rows of the component tree printed (the report shows all of it)
 KIND_ROWS = 8

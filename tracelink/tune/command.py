@@ -65,8 +65,9 @@ def _positive(value: int | None, flag: str) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
-    from rich.console import Console
     from rich.markup import escape
+
+    from tracelink.textsafe import TerminalConsole
 
     from tracelink.profile_dir import load_profile
     from tracelink.tune.config import load_config
@@ -92,7 +93,7 @@ def run_tune(args: argparse.Namespace) -> int:
             config.select.validate_rounds = 0
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
-    console = Console(stderr=True, highlight=False)
+    console = TerminalConsole(stderr=True, highlight=False)
     try:
         with locked(args.profile, trees=("tune",)):  # tune/ is written all over: no link (or hard link) anywhere in it
             profile = load_profile(args.profile)
@@ -103,7 +104,7 @@ def run_tune(args: argparse.Namespace) -> int:
         console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
                       "(continue with --resume)", markup=False)
         raise
-    out = Console(highlight=False, stderr=args.json)
+    out = TerminalConsole(highlight=False, stderr=args.json)
     for o in outcomes:
         line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
@@ -205,10 +206,10 @@ def _ms(value: float) -> str:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from tracelink.textsafe import TerminalConsole
     from tracelink.tune.diff import diff_profiles, write_diff
 
     _positive(args.iterations, "--iterations")
@@ -223,7 +224,7 @@ def run_diff(args: argparse.Namespace) -> int:
         refuse_foreign_file(output, CSV_HEADER)
         refuse_foreign_file(output.with_suffix(".json"), JSON_HEADER)
     writes = ("diff_rounds",) + (() if args.output else ("diff.csv", "diff.json"))
-    console = Console(stderr=True, highlight=False)
+    console = TerminalConsole(stderr=True, highlight=False)
     with locked(args.tuned, writes=writes), console.status(f"running both programs alternately, {args.rounds} rounds"):
         frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
         path = write_diff(frame, output)
@@ -237,7 +238,7 @@ def run_diff(args: argparse.Namespace) -> int:
         if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
             table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
                           "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x", _interval(row), row["verdict"])
-    out = Console(highlight=False, stderr=args.json)
+    out = TerminalConsole(highlight=False, stderr=args.json)
     out.print(table)
     out.print(f"end to end: {total['verdict']}, {total['speedup']:.2f}x (95% CI {_interval(total) or 'none'}, "
               f"{total['base_iterations']} vs {total['tuned_iterations']} iterations); per source op: {path}")

@@ -34,6 +34,7 @@ from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
 from tracelink.collect.machine import machine_cores, machine_peaks
+from tracelink.textsafe import TerminalConsole
 
 OK = "ok"
 FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout", "above_peak")
@@ -246,7 +247,7 @@ class Measurer:
         self.workdir = Path(workdir)
         self.options = options
         self.pool = pool
-        self.console = console or Console(stderr=True)
+        self.console = console or TerminalConsole(stderr=True)
         self.candidates = self.workdir / "candidates"
         self.digest = hashlib.sha1(Path(dispatch.benchmark).read_bytes()).hexdigest()
         self.inputs = harness.write_inputs(dispatch, self.workdir / "inputs")

@@ -20,6 +20,7 @@ import numpy as np
 import xgboost as xgb
 
 from tracelink.collect.machine import cache_dir, cpu_model
+from tracelink.collect.machine.host import report_damaged_cache
 from tracelink.tools import compiler_version
 from tracelink.tune.space import TileSpace
 
@@ -94,20 +95,32 @@ class History:
 
     def __init__(self, path: Path):
         self.path = path
+        empty = np.zeros((0, len(DERIVED) + 1), dtype=np.float32)
+        problem = None
         try:
-            self.rows = np.load(path) if path.is_file() else np.zeros((0, len(DERIVED) + 1), dtype=np.float32)
-        except (OSError, ValueError):  # a damaged history is started afresh: it only speeds the search up
-            self.rows = np.zeros((0, len(DERIVED) + 1), dtype=np.float32)
-        if self.rows.ndim != 2 or self.rows.shape[1] != len(DERIVED) + 1:
-            self.rows = np.zeros((0, len(DERIVED) + 1), dtype=np.float32)
+            self.rows = np.load(path) if path.is_file() else empty
+        except (OSError, ValueError, EOFError) as error:  # a damaged history is started afresh: it only speeds the search up
+            problem, self.rows = f"unreadable tuning history ({type(error).__name__})", empty
+        if self.rows.ndim != 2 or self.rows.shape[1] != len(DERIVED) + 1 or not np.issubdtype(self.rows.dtype, np.floating):
+            problem, self.rows = "not a tuning history (wrong shape or type)", empty
+        usable = np.isfinite(self.rows).all(axis=1) & (self.rows[:, -1] >= 0) & (self.rows[:, -1] <= 1)
+        if not usable.all():  # NaN rows made every later tune fail
+            problem, self.rows = f"{int((~usable).sum())} tuning history rows with NaN, infinite or out-of-range values", self.rows[usable]
+        if problem is not None:  # reported once: the file is rewritten without what was refused
+            report_damaged_cache(path, problem)
+            self.save()
 
     def add(self, space: TileSpace, indices: list[int], throughputs: list[float]) -> None:
         """Add one dispatch's trials and save; throughputs are made relative to its best."""
-        best = max(throughputs, default=0.0)
+        measured = [(i, y) for i, y in zip(indices, throughputs) if np.isfinite(y)]  # a NaN saved here broke every later tune
+        best = max((y for _, y in measured), default=0.0)
         if best <= 0:
             return
-        rows = [_log_derived(space, space.points[i]) + [y / best] for i, y in zip(indices, throughputs)]
+        rows = [_log_derived(space, space.points[i]) + [y / best] for i, y in measured]
         self.rows = np.vstack([self.rows, np.asarray(rows, dtype=np.float32)])
+        self.save()
+
+    def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp.npy")
         np.save(temporary, self.rows)

@@ -26,9 +26,12 @@ roofline) and the tuner (its above-peak bound) can use it.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from tracelink.collect.machine.host import cache_dir, cache_size, cpu_model, machine_cores
+from tracelink.atomic import write_text_atomic
+from tracelink.collect.machine.host import cache_dir, cache_size, cpu_model, machine_cores, report_damaged_cache
 from tracelink.collect.machine.probes import blas_gflops_per_core, iree_gflops_per_core, stream_bandwidth
 from tracelink.tools import compiler_version
 
@@ -79,17 +82,41 @@ def peaks_key(workers: int) -> str:
     return f"{cpu_model()}|{workers} workers|{compiler_version()}|{PEAKS_METHOD}"
 
 
+def read_machine_cache(path: Path) -> dict:
+    """machine.json's entries; a damaged file is reported and read as empty (measured and written again)."""
+    try:
+        cached = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as error:  # cut short, not UTF-8, not JSON
+        report_damaged_cache(path, f"unreadable ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+        return {}
+    if not isinstance(cached, dict):
+        report_damaged_cache(path, "not a JSON object")
+        return {}
+    return cached
+
+
+def valid_entry(entry: object) -> bool:
+    """Whether a cached entry holds the CPU and finite, positive peaks."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("cpu"), str):
+        return False
+    numbers = [entry.get(field) for field in ("matmul_gflops_per_core", "bandwidth_gbps")]
+    return all(isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n > 0 for n in numbers)
+
+
 def machine_peaks() -> Machine:
     """This machine's peaks: cached per CPU model and worker count, measured on first use (a few seconds)."""
     workers = machine_cores()
     key = peaks_key(workers)
     path = cache_dir() / "machine.json"
-    cached = json.loads(path.read_text()) if path.is_file() else {}
-    if key not in cached:
-        cached[key] = measure_machine(workers)
+    cached = read_machine_cache(path)
+    entry = cached.get(key)
+    if entry is not None and not valid_entry(entry):
+        report_damaged_cache(path, f"entry {key!r} holds no usable peaks")
+        entry = None
+    if entry is None:
+        entry = cached[key] = measure_machine(workers)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cached, indent=2))
-    entry = cached[key]
+        write_text_atomic(path, json.dumps(cached, indent=2))  # a run stopped while writing leaves the old file
     return Machine(entry["cpu"], workers, float(entry["matmul_gflops_per_core"]) * workers, float(entry["bandwidth_gbps"]),
                    float(cache_size(2, 1024 * 1024) * workers))
 

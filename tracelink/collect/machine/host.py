@@ -12,6 +12,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelink"
 
 
+def report_damaged_cache(path: Path, problem: str) -> None:
+    """One warning line for a damaged cache entry, which the caller then ignores and writes afresh (so the
+    next run finds it whole and says nothing): a cache never stops a run."""
+    from tracelink.textsafe import TerminalConsole  # rich: only when there is something to say
+
+    TerminalConsole(stderr=True, highlight=False, markup=False).print(
+        f"tracelink: warning: {path}: {problem}; ignored, and written afresh", soft_wrap=True)
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
     try:

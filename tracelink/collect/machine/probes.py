@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tracelink import TracelinkError
-from tracelink.tools import run_tool, tool_path
+from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
@@ -91,9 +91,15 @@ def blas_gflops_per_core(workers: int) -> float:
     The children run the function's own source with numpy alone, so they start in a fraction of a second.
     """
     probe = inspect.getsource(matmul_gflops_here) + f"\nprint(matmul_gflops_here({MATMUL_SIZE}, {MATMUL_CPU_SECONDS}))"
-    children = [subprocess.Popen([sys.executable, "-c", probe], env=os.environ | ONE_THREAD, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(workers)]
-    results = [child.communicate() + (child.returncode,) for child in children]
+    # started as tools: an interrupt or tracelink's death kills them (see tracelink.tools), none runs on
+    children = [start_process([sys.executable, "-c", probe], env=os.environ | ONE_THREAD, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(workers)]
+    try:
+        results = [child.communicate() + (reap(child),) for child in children]
+    finally:
+        for child in children:
+            kill_group(child)
+            reap(child)
     failed = next((err for _, err, code in results if code != 0), None)
     if failed is not None:
         raise TracelinkError(f"measuring the machine's compute peak failed: {failed.strip().splitlines()[-1:]}")

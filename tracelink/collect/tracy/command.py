@@ -24,6 +24,7 @@ from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
 from tracelink.outdir import OWNED, is_profile_directory, locked, refuse_links
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.textsafe import TerminalConsole
 
 ZONES_FILE = "zones.parquet"
 KEPT_CAPTURE = "artifacts/ingested.tracy"
@@ -51,7 +52,7 @@ def ingest(args: argparse.Namespace) -> int:
     if not args.capture.is_file():
         raise TracelinkError(f"no such capture file: {args.capture}")
     capture = read_capture(args.capture)
-    console = Console(highlight=False)
+    console = TerminalConsole(highlight=False)
     _print_summary(console, capture, args.top)
     profile_dir = profile_directory(args.output)
     if profile_dir is not None:
@@ -101,7 +102,7 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
     } | {"collector": "tracy", "capture": str(path.resolve()), "capture_program": capture.header.program, "warmup": 0}
     run_info |= rebuilt.summary()
     result = assemble_profile(directory, events, profile.graph, run_info, zones=capture.zones)
-    publish_profile(result, Console(quiet=True))
+    publish_profile(result, TerminalConsole(quiet=True))
     return result
 
 
@@ -122,7 +123,7 @@ def _print_summary(console: Console, capture: TracyCapture, top: int) -> None:
     )
     console.print(
         f"{len(capture.threads)} threads ({len(threads_with_zones)} with zones: "
-        + ", ".join(f"{name} {count:,}" for name, count in threads_with_zones.items())
+        + ", ".join(f"{escape(str(name))} {count:,}" for name, count in threads_with_zones.items())  # the capture's names: no markup
         + f"), {len(zones):,} CPU zones, {len(capture.gpu_zones):,} GPU zones, {len(capture.messages):,} messages"
     )
     table = Table(title=f"top {top} zones by total time (inclusive)")
