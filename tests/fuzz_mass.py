@@ -58,7 +58,7 @@ from tracelink.compile.program_text import check_program_text
 from tracelink.collect.events import EVENT_SCHEMA, make_events
 from tracelink.outdir import MARKER
 from tracelink.profile_dir import REQUIRED_COLUMNS, TABLES, check_marker, read_frame, read_graph_file, read_summary, read_table
-from tracelink.provenance.ir_utils import new_context, parse_file, walk
+from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.provenance.program import read_input_program
 from tracelink.textsafe import xml_text
 

@@ -423,15 +423,16 @@ def test_every_run_call_site_has_one_event_per_call_and_none_is_reported_missing
     assert cover["events"] == cover["call_sites"] * REPETITIONS
 
 
+@pytest.mark.parametrize("name", NAMES)
 def test_a_lines_call_sites_give_it_time_and_its_ops_lead_with_the_one_holding_most(profiles, name):
     profile = profiles[name]
     graph = profile.graph
     feeding = {(source, graph.nodes[target]["index"]) for source, target, data in graph.edges(data=True)
                if data.get("kind") == "feeds" and data.get("weight", 0) > 0}
-    shares = op_line_shares(graph).set_index(["op", "file", "line"])["self"]
+    shares = op_line_shares(graph).set_index(["op", "file", "line"])[["self", "user_self"]].max(axis=1)
     op_ns = profile.source_ops.set_index("op")["total_ns"]
     checked = 0
-    for row in profile.source_lines[profile.source_lines["total_ns"] > 0].itertuples():
+    for row in profile.source_lines[(profile.source_lines["total_ns"] > 0) | (profile.source_lines["user_self_ns"] > 0)].itertuples():
         ops = str(row.ops).split(";")
         for site in str(row.call_site_ids).split(";"):
             assert any((op, int(site)) in feeding for op in ops), (name, row.file, row.line, site)

@@ -22,7 +22,7 @@ import iree.compiler.dialects.linalg  # noqa: E402,F401  (the pipeline loads it 
 
 from tracelink.compile import CompileOptions, compile_flags  # noqa: E402
 from tracelink.provenance.build import build_provenance, phase_dump  # noqa: E402
-from tracelink.provenance.ir_utils import new_context, parse_file  # noqa: E402
+from tracelink.ir_utils import new_context, parse_file  # noqa: E402
 from tracelink.provenance.program import read_input_program  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 

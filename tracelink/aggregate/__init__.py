@@ -259,8 +259,10 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tu
     op_totals = op_times.groupby("op")["ns"].sum()
     totals = shares.assign(op_ns=shares["op"].map(op_totals).fillna(0.0))
     totals = totals.assign(user_self_ns=totals["op_ns"] * totals["user_self"], inclusive_ns=totals["op_ns"] * totals["inclusive"])
-    # a line's ops lead with the one holding most of its time
-    totals = totals.assign(line_ns=totals["op_ns"] * totals["self"]).sort_values(["line_ns", "inclusive_ns"], ascending=False, kind="stable")
+    # a line's ops lead with the one holding most of its time: its own self time there, or on a user line
+    # the library work it called (the user view the printed table ranks by)
+    held = totals["op_ns"] * totals[["self", "user_self"]].max(axis=1)
+    totals = totals.assign(line_ns=held).sort_values(["line_ns", "inclusive_ns"], ascending=False, kind="stable")
     by_line = totals.groupby(["file", "line"]).agg(
         user_self_ns=("user_self_ns", "sum"), inclusive_ns=("inclusive_ns", "sum"), ops=("op", lambda ops: ";".join(dict.fromkeys(ops))),
     )

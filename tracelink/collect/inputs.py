@@ -14,7 +14,7 @@ from iree.compiler import ir
 
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, write_atomic
-from tracelink.provenance.ir_utils import new_context, parse_file, static_shape
+from tracelink.ir_utils import new_context, parse_file, static_shape
 from tracelink.provenance.regions import code_blocks
 
 NUMPY_DTYPES = {

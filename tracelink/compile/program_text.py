@@ -23,6 +23,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink import TracelinkError
+from tracelink.ir_utils import new_context, parse_file
 
 BYTECODE_MAGIC = b"ML\xefR"
 # A string literal (escapes included; MLIR strings never span lines) or a comment to skip. The loop is
@@ -66,8 +67,6 @@ def line_of(text: bytes, offset: int) -> int:
 
 def check_program_text(path: Path) -> None:
     """Refuse a program that is not UTF-8, holds a non-UTF-8 string or names a dump file unsafely."""
-    from tracelink.provenance.ir_utils import new_context, parse_file  # the parse helpers (one clear error line)
-
     path = Path(path)
     try:
         text = path.read_bytes()

@@ -11,7 +11,7 @@ from tracelink import TracelinkError
 from tracelink.provenance.call_sites import CallSite, host_location_frames, read_call_sites
 from tracelink.provenance.executables import ExportInfo, read_exports
 from tracelink.provenance.graph import build_graph
-from tracelink.provenance.ir_utils import new_context, parse_file
+from tracelink.ir_utils import new_context, parse_file
 from tracelink.provenance.locations import Normaliser
 from tracelink.provenance.program import InputProgram
 from tracelink.provenance.regions import member_costs, read_regions

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from tracelink import TracelinkError
-from tracelink.provenance.ir_utils import attr, int_constant, symbol_name, symbol_ref_leaf, top_level, walk
+from tracelink.ir_utils import attr, int_constant, symbol_name, symbol_ref_leaf, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.regions import code_blocks
 

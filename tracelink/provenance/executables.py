@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink.provenance.ir_utils import attr, new_context, parse_file, symbol_name, walk
+from tracelink.ir_utils import attr, new_context, parse_file, symbol_name, walk
 from tracelink.provenance.regions import iteration_space
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -297,18 +298,23 @@ def share_absorbed(graph: nx.DiGraph, program: InputProgram, index: SourceOpInde
 
 def dispatched_consumers(program: InputProgram, start: int, node_of: dict[int, str], dispatched: set[str]) -> list[str]:
     """The dispatched source ops the value of op ``start`` reaches first, through ops that reach no dispatch."""
-    found: dict[str, None] = {}
+    reached = first_reached(program, start, lambda position: node_of.get(position) in dispatched)
+    return list(dict.fromkeys(node_of[position] for position in reached))
+
+
+def first_reached(program: InputProgram, start: int, stops: Callable[[int], bool]) -> Iterator[int]:
+    """The ops the value of op ``start`` flows into first for which ``stops`` holds, through ops for which
+    it does not (an iterative walk over users, each op visited once)."""
     pending, visited = list(program.ops[start].users), {start}
     while pending:
         position = pending.pop()
         if position in visited:
             continue
         visited.add(position)
-        if node_of.get(position) in dispatched:
-            found[node_of[position]] = None
+        if stops(position):
+            yield position
         else:
             pending.extend(program.ops[position].users)
-    return list(found)
 
 
 def join_unique(existing: str, name: str) -> str:
@@ -453,16 +459,7 @@ def constant_ops(program: InputProgram) -> list[bool]:
 
 def feeds_dispatched(program: InputProgram, start: int, dispatched: list[bool]) -> bool:
     """Whether the value of op ``start`` flows, through ops that reach no dispatch, into one that does."""
-    pending, visited = list(program.ops[start].users), {start}
-    while pending:
-        position = pending.pop()
-        if position in visited:
-            continue
-        visited.add(position)
-        if dispatched[position]:
-            return True
-        pending.extend(program.ops[position].users)
-    return False
+    return any(True for _ in first_reached(program, start, dispatched.__getitem__))
 
 
 def audit_of(graph: nx.DiGraph) -> dict:

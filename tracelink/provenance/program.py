@@ -13,7 +13,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink.provenance.ir_utils import attr, new_context, parse_file, symbol_name, top_level, walk
+from tracelink.ir_utils import attr, new_context, parse_file, symbol_name, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
 
 FUNCTION_OPS = ("func.func", "util.func")

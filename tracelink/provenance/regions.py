@@ -34,7 +34,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from tracelink.provenance.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
+from tracelink.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.runtime_sizes import RuntimeSizes
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from iree.compiler import ir
 
-from tracelink.provenance.ir_utils import attr, static_shape
+from tracelink.ir_utils import attr, static_shape
 
 UNKNOWN = -1
 

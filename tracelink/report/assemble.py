@@ -11,7 +11,7 @@ from pathlib import Path
 from tracelink.options import LIBRARY_GLOBS
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of
-from tracelink.provenance.ir_utils import new_context
+from tracelink.ir_utils import new_context
 from tracelink.report.gains import gain_data
 from tracelink.report.model import (
     MAX_PROGRAM_BYTES, ReportModel, add_line_utilization, call_site_rows, counter_columns, event_series, iteration_strip,

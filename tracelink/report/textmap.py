@@ -16,7 +16,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink.provenance.ir_utils import new_context, walk
+from tracelink.ir_utils import new_context, walk
 from tracelink.provenance.locations import normalise
 from tracelink.provenance.program import FUNCTION_OPS
 

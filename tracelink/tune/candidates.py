@@ -15,7 +15,7 @@ from iree.compiler import ir
 
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
-from tracelink.provenance.ir_utils import walk
+from tracelink.ir_utils import walk
 from tracelink.tune.dispatch import config_text, describe, is_root
 from tracelink.tune.harness import run_function_text
 

@@ -17,7 +17,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from tracelink import TracelinkError
-from tracelink.provenance.ir_utils import walk
+from tracelink.ir_utils import walk
 
 # Lowering-config fields the tuner searches; any other field of the default is kept as it is.
 TUNED_FIELDS = ("distribution", "vector_common_parallel", "vector_reduction")

@@ -25,7 +25,7 @@ from iree.compiler import ir
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.tools import run_tool, tool_path
-from tracelink.provenance.ir_utils import walk
+from tracelink.ir_utils import walk
 from tracelink.tune.candidates import set_root_config
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
 

@@ -1,4 +1,7 @@
-"""Small helpers over the MLIR Python bindings: parsing with clear errors, walking, attributes."""
+"""Small helpers over the MLIR Python bindings: parsing with clear errors, walking, attributes.
+
+Below every stage: the compile stage checks the program's symbols with them, and every later stage reads IR.
+"""
 
 from __future__ import annotations
 
