@@ -200,7 +200,8 @@ def run_tune(args: argparse.Namespace) -> int:
 
         document = tune_document(outcomes, tuning.spec if tuning else None, check, trials)
         document["strategies"] = session.strategies.document() if session.strategies else None
-        document["apply"] = {"program": str(program), "flags": session.apply_flags()} if tuning or strategy else None
+        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build())}
+                             if tuning or strategy else None)
         print(dump(document))
     return 0
 

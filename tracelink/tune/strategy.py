@@ -176,7 +176,7 @@ def outputs_agree(reference: list[np.ndarray], outputs: list[np.ndarray], tolera
 
 def result_count(vmfb: Path, function: str, inputs: list[str], parameters: list[str], timeout: float) -> int:
     """How many results ``function`` returns: the ``result[i]`` headers of one run (elements not printed)."""
-    done = _run(vmfb, function, inputs, parameters, ["--print_max_element_count=0"], timeout)
+    done = _run(vmfb, function, inputs, parameters, ["--output_max_element_count=0"], timeout)
     return max(1, len(re.findall(r"^result\[\d+\]", done.stdout, flags=re.MULTILINE)))
 
 
