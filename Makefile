@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench fuzz browser clean
+.PHONY: setup demo test bench fuzz browser docs clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
@@ -33,6 +33,11 @@ bench: setup browser
 FUZZ_INPUTS ?= 1000000
 fuzz: setup
 	$(BIN)/python -m tests.fuzz_mass --inputs $(FUZZ_INPUTS)
+
+# The reference (docs/reference/) as a static site in out/docs; MkDocs' built-in theme needs no network.
+docs: setup
+	$(BIN)/mkdocs build --strict --quiet -f docs/mkdocs.yml
+	@echo "the reference is in out/docs/index.html"
 
 clean:
 	rm -rf $(VENV) out build *.egg-info tracelink/libtracelink_hook.so tests/_output

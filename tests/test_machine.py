@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from tracelink.aggregate.machine import machine_peaks, measure_machine, peaks_key
-from tracelink.tune.peak import cpu_model
-from tracelink.tune.space import machine_cores
+from tracelink.collect.machine import cpu_model, machine_cores, machine_peaks, measure_machine, peaks_key
 
 
 def test_peaks_measured_twice_agree_within_20_percent():

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import OUTPUT, REPO, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
-from tracelink.aggregate.machine import machine_peaks
+from tracelink.collect.machine import machine_peaks
 from tracelink.report import build_report
 
 COSTS = REPO / "tests" / "data" / "costs.mlir"

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
-from tracelink.aggregate.machine import machine_peaks
+from tracelink.collect.machine import machine_peaks
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature

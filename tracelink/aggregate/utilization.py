@@ -26,7 +26,7 @@ from __future__ import annotations
 import networkx as nx
 import pandas as pd
 
-from tracelink.aggregate.machine import Machine
+from tracelink.collect.machine import Machine
 
 OVERHEAD_NS = 5_000.0  # below this median a dispatch is dominated by its launch
 CONTRACTION_WORDS = ("matmul", "conv", "contract", "mmt4d", "matvec", "vecmat", "dot")

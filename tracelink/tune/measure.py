@@ -32,8 +32,7 @@ from tracelink.tools import run_tool, stop_on_sigterm, tool_path
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
-from tracelink.tune.peak import peak_gflops
-from tracelink.tune.space import machine_cores
+from tracelink.collect.machine import machine_cores, machine_peaks
 
 OK = "ok"
 FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout", "above_peak")
@@ -56,7 +55,8 @@ class MeasureOptions:
     compile_timeout_seconds: float = 300.0
     jobs: int = field(default_factory=machine_cores)
     # Timings above peak_margin x the machine's peak GFLOP/s are invalid. The peak is measured once
-    # per machine (best of a few f32 matmul configs, cached; see peak.py) unless peak_gflops is set.
+    # per machine (tracelink.collect.machine: the better of BLAS and IREE's own matmul, cached) unless
+    # peak_gflops (one core's) is set.
     peak_gflops: float = 0.0
     peak_margin: float = 1.5
 
@@ -261,7 +261,7 @@ class Measurer:
         cores on local-task), more for narrower element types (more lanes per vector)."""
         bits = min(element_bytes(t) for t in self.dispatch.operand_types) * 8
         cores = 1 if self.options.device == "local-sync" else machine_cores()
-        return self.options.peak_margin * peak_gflops(self.options) * cores * max(1.0, 32 / bits)
+        return self.options.peak_margin * (self.options.peak_gflops or machine_peaks().core_gflops) * cores * max(1.0, 32 / bits)
 
     # -- building -------------------------------------------------------------------------------
     def paths(self, configuration: str) -> tuple[Path, Path]:

@@ -14,12 +14,13 @@ of them is measured, so the first batch is chosen by what worked on this machine
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import xgboost as xgb
 
+from tracelink.collect.machine import cache_dir, cpu_model
+from tracelink.tools import compiler_version
 from tracelink.tune.space import TileSpace
 
 DERIVED = ("workgroups", "register_bytes", "l1_bytes", "l2_bytes", "intensity", "vector_tiles_per_workgroup")
@@ -81,10 +82,11 @@ class CostModel:
         return self.booster.inplace_predict(self.table[np.asarray(indices)])
 
 
-def history_path(key: str) -> Path:
-    """Where the trials measured on the machine ``key`` (see ``peak.machine_key``) are kept."""
+def history_path(device: str, clock: str) -> Path:
+    """Where the trials measured on this machine (CPU, compiler) with ``device`` and ``clock`` are kept."""
+    key = f"{cpu_model()}|{compiler_version()}|{device}|{clock}"
     name = "".join(ch if ch.isalnum() else "_" for ch in key)[:200]
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tracelink" / "models" / f"{name}.npy"
+    return cache_dir() / "models" / f"{name}.npy"
 
 
 class History:

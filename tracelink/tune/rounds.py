@@ -24,7 +24,7 @@ import numpy as np
 
 from tracelink import TracelinkError
 from tracelink.tools import tool_path
-from tracelink.tune.space import machine_cores
+from tracelink.collect.machine import machine_cores
 
 T = TypeVar("T")
 

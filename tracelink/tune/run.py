@@ -28,7 +28,6 @@ from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
 from tracelink.tune.model import History, history_path
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
-from tracelink.tune.peak import machine_key
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, signature, write_tuning
@@ -539,7 +538,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     log = TrialLog(workdir / "trials.csv", resume)
     history = None
     if config.search.tuner == "xgb" and config.search.transfer:
-        history = History(history_path(machine_key(config.measure.device, config.measure.clock)))
+        history = History(history_path(config.measure.device, config.measure.clock))
     pool = make_pool(config.measure.jobs)
     try:
         with progress_bar(console) as progress:

@@ -13,13 +13,12 @@ there are enough workgroups to keep every core busy.
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from tracelink import TracelinkError
+from tracelink.collect.machine import cache_size, machine_cores
 from tracelink.tune.dispatch import Dispatch, element_bytes
 
 MAX_COMBINATIONS = 2_000_000
@@ -36,25 +35,6 @@ class Knob:
     field: str
     loop: int
     values: tuple[int, ...]
-
-
-def cache_size(level: int, default: int) -> int:
-    """Size of this machine's level-``level`` data cache, from sysfs."""
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    for index in sorted(base.glob("index*")):
-        try:
-            if int((index / "level").read_text()) != level or (index / "type").read_text().strip() == "Instruction":
-                continue
-            text = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
-        return int(text.rstrip("KM")) * scale
-    return default
-
-
-def machine_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @dataclass
