@@ -20,6 +20,7 @@ import onnx
 import pytest
 
 from tests.conftest import REPO, SHARED, run_profile
+from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.strategy import outputs_agree
@@ -56,6 +57,7 @@ def tuned(tmp_path_factory) -> dict:
     config = where / "tune.toml"
     config.write_text(CONFIG)
     done = run_cli("tune", str(base), "--config", str(config), "--trials", "2", "--rounds", "0", "--json")
+    (where / "tune.log").write_text(done.stderr)  # the printed tables, for a look after the run
     assert done.returncode == 0, done.stderr
     return {"model": model, "base": base, "done": done, "document": json.loads(done.stdout),
             "strategies": json.loads((base / "tune" / "strategies.json").read_text())}
@@ -85,7 +87,7 @@ def test_a_strategy_that_breaks_outputs_is_refused(tuned, tmp_path):
     refused = next(e for e in tuned["strategies"]["strategies"] if e["name"] == "im2col-bf16")
     assert refused["status"] == "wrong outputs" and refused["ratio"] is None and "tolerance" in refused["reason"]
     # independently: its build's result really differs from the default build's beyond the tolerance
-    function = json.loads((tuned["base"] / "summary.json").read_text())["function"]
+    function = load_profile(tuned["base"]).summary["function"]
     default = outputs(tuned["base"] / "artifacts" / "app.vmfb", function, tmp_path / "default.npy")
     demoted = outputs(tuned["base"] / "tune" / "strategies" / "im2col-bf16" / "app.vmfb", function, tmp_path / "bf16.npy")
     assert np.abs(demoted - default).max() > 1e-3 * np.abs(default).max()
@@ -103,7 +105,7 @@ def test_the_faster_strategy_wins_and_is_handed_over_for_the_onnx_file(tuned):
     assert f"--compile-flag={IM2COL}" in apply and "imported.mlir" not in apply
     assert tuned["document"]["apply"]["program"] == str(tuned["model"]) and IM2COL in tuned["document"]["apply"]["flags"]
     # independently: the default and the im2col build timed again, alternately
-    function = json.loads((tuned["base"] / "summary.json").read_text())["function"]
+    function = load_profile(tuned["base"]).summary["function"]
     builds = [tuned["base"] / "artifacts" / "app.vmfb", tuned["base"] / "tune" / "strategies" / "im2col" / "app.vmfb"]
     runs = [lambda _, v=v: time_program(v, function, ["1x3x224x224xf32=0.5"], [], 3, 600.0) for v in builds]
     base, im2col = alternate(runs, 4)
@@ -124,9 +126,16 @@ def test_per_line_table_agrees_with_a_separate_diff(tuned, tmp_path):
     by_line = {(r["file"], r["line"]): r for r in rows}
     for op in hot:
         row = by_line[(op["file"], op["line"])]
-        # the same direction, and within a factor of two of the separate measurement (a loaded machine)
+        # the same direction, and inside the separate measurement's interval widened by 2x each way: a
+        # line's per-round time on this shared machine varies several-fold (intervals of 1.7-990x seen)
         assert (row["ratio"] > 1) == (op["speedup"] > 1)
-        assert 0.5 < row["ratio"] / op["speedup"] < 2.0
+        assert op["ci_low"] / 2 < row["ratio"] < op["ci_high"] * 2
+    # all convolutions together are measured much more steadily: within 1.5x of each other
+    convs = [op for op in diff["source_ops"] if op["label"].startswith("onnx.Conv:") and op["base_ns"] and op["tuned_ns"]]
+    separate = sum(op["base_ns"] for op in convs) / sum(op["tuned_ns"] for op in convs)
+    table = [r for r in rows if r["op_kind"] == "onnx.Conv"]
+    ours = sum(r["base_ns"] for r in table) / sum(r["strategy_ns"] for r in table)
+    assert 1 / 1.5 < ours / separate < 1.5 and ours > 2
     assert any(row["op_kind"] == "onnx.Conv" and row["ratio"] > 2 for row in rows)
 
 
@@ -149,3 +158,41 @@ def test_an_exhausted_budget_keeps_a_valid_table(tuned, tmp_path):
     assert {e["status"] for e in document["strategies"]} == {"not run"}
     assert all("--budget" in e["reason"] for e in document["strategies"])
     assert "budget ran out" in done.stdout and "apply it" not in done.stdout
+
+
+def test_combined_options_share_one_preprocessing_pipeline():
+    from tracelink.tune.strategy import OPTIONS, combine, option_flags
+
+    options = {option.name: option for option in OPTIONS}
+    extra = combine([options["channels-last"], options["im2col"], options["data-tiling"]])
+    flags = option_flags(extra)
+    pipelines = [flag for flag in flags if flag.startswith("--iree-preprocessing-pass-pipeline=")]
+    assert pipelines == ["--iree-preprocessing-pass-pipeline=builtin.module(util.func("
+                         "iree-preprocessing-convert-conv-to-channels-last))"]
+    assert flags[:2] == [IM2COL, "--iree-opt-data-tiling"] and extra.name == "channels-last+im2col+data-tiling"
+    both = option_flags(combine([options["data-tiling"], options["conv-data-tiling"]]))
+    assert both.count("--iree-opt-data-tiling") == 1
+
+
+def test_outputs_agree_within_reassociation_and_not_beyond():
+    reference = np.linspace(-2.0, 2.0, 1000, dtype=np.float32)
+    rounded = reference * np.float32(1 + 2**-20)  # a reassociated f32 sum moves by rounding only
+    assert outputs_agree([reference], [rounded], 1e-3)[0]
+    demoted = reference.astype(np.float16).astype(np.float32) + np.float32(4e-3)
+    agree, why = outputs_agree([reference], [demoted], 1e-3)
+    assert not agree and "tolerance" in why
+    broken = reference.copy()
+    broken[3] = np.nan
+    assert not outputs_agree([reference], [broken], 1e-3)[0]
+    assert not outputs_agree([reference], [reference[:10]], 1e-3)[0]
+
+
+def test_budget_durations():
+    from argparse import ArgumentTypeError
+
+    from tracelink.tune.command import _duration
+
+    assert [_duration(text) for text in ("20", "20m", "90s", "1h", "0.5m")] == [1200.0, 1200.0, 90.0, 3600.0, 30.0]
+    for bad in ("soon", "0", "-5m", "inf"):
+        with pytest.raises(ArgumentTypeError):
+            _duration(bad)

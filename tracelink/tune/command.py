@@ -231,7 +231,9 @@ def _print_strategies(out, result) -> None:
         table.add_row(entry["name"], entry["status"], f"{entry['ratio']:.2f}x" if entry["ratio"] else "",
                       f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "", entry["reason"])
     out.print(table)
-    if result.winner is None:
+    if all(c.status == "not run" for c in result.candidates):
+        out.print("no strategy was measured (the --budget ran out first)", markup=False)
+    elif result.winner is None:
         out.print("no strategy was significantly faster than the default build; the tile search runs on it", markup=False)
     else:
         out.print(f"winning strategy: {result.winner.name}, {result.winner.reason}", markup=False, soft_wrap=True)

@@ -437,9 +437,13 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
         if budget.left() <= 0:
             break
         directory = profile.directory / "tune" / "strategies" / _directory_name(candidate.name) / "profile"
-        with console.status(f"profiling the program built with {candidate.name} and diffing it line by line"):
-            profile_build(option_flags(candidate.option), directory)
-            result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
+        try:
+            with console.status(f"profiling the program built with {candidate.name} and diffing it line by line"):
+                profile_build(option_flags(candidate.option), directory)
+                result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
+        except TracelinkError as error:  # one strategy's profile failing leaves it out of the table, the rest go on
+            console.print(f"no per-line table for {candidate.name}: {str(error).splitlines()[0]}", markup=False)
+            continue
         result.profiles[candidate.name] = directory
         write_strategies(result, strategies_path(profile))
     return result
