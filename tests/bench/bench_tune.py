@@ -297,7 +297,7 @@ def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Con
                        check=True, capture_output=True)
     base = work / "base"
     started = time.perf_counter()
-    if not (base / "summary.json").exists():
+    if not (base / "profile.json").exists():
         run_profile(model, base, repetitions=args.repetitions)
     profiled = time.perf_counter() - started
     started = time.perf_counter()

@@ -34,8 +34,10 @@ keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.j
                    "base_ns": float, "strategy_ns": float, "ratio": float}]}
 
 ``per_line`` comes from profiling each faster strategy and diffing it against the base profile by
-source location (:func:`tracelink.tune.diff.diff_profiles`, which matches ops across fusion changes):
-one row per source line and op kind that takes time in either build, ratio = base_ns / strategy_ns.
+source location (:func:`tracelink.tune.diff.diff_profiles`, which matches ops across fusion changes,
+both programs run again alternately): one row per source line and op kind that takes time in both
+builds; base_ns and strategy_ns are medians over the rounds, ratio is diff's speedup (the geometric
+mean of the per-round ratios base/strategy, > 1: the strategy made the line faster).
 """
 
 from __future__ import annotations
@@ -465,9 +467,11 @@ def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> 
         if not (row.base_ns > 0 and row.tuned_ns > 0):
             continue
         kind = kinds.get(row.label, "") if kinds is not None else ""
+        # the ratio is diff's speedup, the geometric mean of the per-round ratios (a round's load hits both
+        # builds), not the ratio of the two medians; with one round they are the same
+        ratio = float(row.speedup) if np.isfinite(row.speedup) else float(row.base_ns / row.tuned_ns)
         rows.append({"file": row.file, "line": int(row.line), "op_kind": str(kind) if isinstance(kind, str) else "",
-                     "strategy": name, "base_ns": float(row.base_ns), "strategy_ns": float(row.tuned_ns),
-                     "ratio": float(row.base_ns / row.tuned_ns)})
+                     "strategy": name, "base_ns": float(row.base_ns), "strategy_ns": float(row.tuned_ns), "ratio": ratio})
     return rows
 
 
