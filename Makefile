@@ -5,12 +5,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench fuzz browser docs clean
+.PHONY: setup demo test bench fuzz browser vulkan docs clean
 
-# The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies.
+# The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies, with the
+# jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both).
+# torch goes first, on its own: resolved alone, `torch==2.13.0` takes the CPU wheel where one is offered.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,jax,torch]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -22,7 +25,11 @@ demo: setup
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null)
 
-test: setup browser
+# The GPU tests run on Mesa's lavapipe, a Vulkan driver on the CPU; install it when no Vulkan ICD is present (needs root).
+vulkan:
+	@ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 >/dev/null)
+
+test: setup browser vulkan
 	$(BIN)/python -m pytest -q
 
 bench: setup browser

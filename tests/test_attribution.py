@@ -16,24 +16,44 @@ import pytest
 from iree.compiler import ir
 
 from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
+from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
 REPETITIONS = 3
+# The invariants hold on a GPU too: these programs are also profiled with --device vulkan on lavapipe
+# (as "name@vulkan"). The larger workloads take minutes there (lavapipe is the CPU running SPIR-V).
+ON_VULKAN = ("jax_flax_mnist_mlp_locs", "braggnn_torch", "mnist_mlp_trained", "clip_text_toy_f32", "mlp", "attention", "convnet")
+
+
+def program_of(case: str) -> str:
+    """The program of a test case: ``name`` (llvm-cpu, local-task) or ``name@vulkan``."""
+    return case.split("@")[0]
 
 
 def test_every_shared_mlir_workload_is_covered():
     assert {p.stem for p in WORKLOADS.glob("*.mlir")} == set(WORKLOAD_RUNS)
 
 
+class Profiles(dict):
+    """Profiles by case, each made the first time a test asks for it."""
+
+    def __init__(self, base: Path) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, case: str):
+        name, _, device = case.partition("@")
+        function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
+        # no "@" in the directory: iree-benchmark-module reads --module=a@b as a file and a suffix
+        self[case] = run_profile(PROGRAMS[name], self.base / case.replace("@", "-on-"), function=function, inputs=inputs, parameters=parameters,
+                                 repetitions=REPETITIONS, compile=CompileOptions(device=device or "local-task"))
+        return self[case]
+
+
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory):
-    base = tmp_path_factory.mktemp("attribution")
-    found = {}
-    for name, program in PROGRAMS.items():
-        function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
-        found[name] = run_profile(program, base / name, function=function, inputs=inputs, parameters=parameters, repetitions=REPETITIONS)
-    return found
+    return Profiles(tmp_path_factory.mktemp("attribution"))
 
 
 # Independent reading ------------------------------------------------------------------------------
@@ -106,15 +126,25 @@ class PhaseReading:
         ]
 
 
+class Readings(dict):
+    """The independent readings of each case's input program and phase dumps, made on first use."""
+
+    def __init__(self, profiles: Profiles) -> None:
+        super().__init__()
+        self.profiles = profiles
+        self.context = ir.Context()
+        self.context.allow_unregistered_dialects = True
+
+    def __missing__(self, case: str):
+        # the path the profile compiled (resolved: a symlinked checkout names the file as IREE saw it)
+        self[case] = (InputReading(PROGRAMS[program_of(case)].resolve(), self.context),
+                      PhaseReading(self.profiles[case].directory / "artifacts" / "phases", self.context))
+        return self[case]
+
+
 @pytest.fixture(scope="module")
 def readings(profiles):
-    context = ir.Context()
-    context.allow_unregistered_dialects = True
-    return {
-        # the path the profile compiled (resolved: a symlinked checkout names the file as IREE saw it)
-        name: (InputReading(PROGRAMS[name].resolve(), context), PhaseReading(profile.directory / "artifacts" / "phases", context))
-        for name, profile in profiles.items()
-    }
+    return Readings(profiles)
 
 
 def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
@@ -123,7 +153,7 @@ def lines_with(frame: pd.DataFrame, column: str) -> set[tuple[str, int]]:
 
 # Invariants ---------------------------------------------------------------------------------------
 
-NAMES = list(PROGRAMS)
+NAMES = list(PROGRAMS) + [f"{name}@vulkan" for name in ON_VULKAN]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -177,7 +207,7 @@ def test_self_times_add_up_to_the_measured_total(profiles, name):
     if with_lines == 1.0:
         assert profile.source_lines["total_ns"].sum() == pytest.approx(measured, rel=1e-9)
     else:  # ONNX node names: no file:line anywhere
-        assert name == "onnx_light_squeezenet_nodelocs" and profile.source_lines["total_ns"].sum() == 0
+        assert program_of(name) == "onnx_light_squeezenet_nodelocs" and profile.source_lines["total_ns"].sum() == 0
     assert (profile.source_lines["inclusive_ns"] >= profile.source_lines["total_ns"] - 1e-6).all()
 
 
@@ -237,7 +267,7 @@ def test_initializer_call_sites_are_counted_apart_from_the_timed_ones(profiles):
 # Workload specifics ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", list(WORKLOAD_RUNS))
+@pytest.mark.parametrize("name", list(WORKLOAD_RUNS) + [f"{name}@vulkan" for name in ON_VULKAN if name in WORKLOAD_RUNS])
 def test_every_call_site_maps_to_a_source_location(profiles, name):
     profile = profiles[name]
     run_sites = profile.call_sites[profile.call_sites["phase"] == "run"]
@@ -280,3 +310,13 @@ def test_onnx_node_names_are_the_source_locations(profiles):
     hot = profile.source_ops[profile.source_ops["total_ns"] > 0]
     assert (hot["name"].fillna("") != "").all()  # ONNX node names (loc("n7")), no file:line
     assert profile.summary["coverage"]["dispatch_time_with_source_lines_share"] == 0.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_run_call_site_has_one_event_per_call_and_none_is_reported_missing(profiles, name):
+    summary = profiles[name].summary
+    cover = summary["coverage"]
+    assert "profiler_flushed" not in summary and not summary["profiler_dropped_records"]  # far below IREE's ring: one run, nothing lost
+    assert cover["events_expected_per_call_site"] == REPETITIONS
+    assert cover["missing_events"] == [] and cover["events_missing"] == 0
+    assert cover["events"] == cover["call_sites"] * REPETITIONS

@@ -6,14 +6,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelink import TracelinkError
-from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.compile import CompileOptions, PendingCompile, write_manifest
+from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
 from tracelink.compile.onnx_import import import_onnx, is_onnx
+from tracelink.compile.targets import device_target, target_flags
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
 
 COLLECTORS = ("hal", "tracy", "hook")
 # Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.
 LIBRARY_GLOBS = ("*/site-packages/*", "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "<frozen *>")
+
+
+def default_collector(device: str) -> str:
+    """The collector ``tracelink profile`` uses on ``device`` when none is named: on a GPU, the one with its device time."""
+    target = device_target(device)
+    return target.timed_by if target.is_gpu else "hal"
 
 
 @dataclass
@@ -38,8 +46,22 @@ class ProfileOptions:
     embed_sources: bool = True  # False: the report embeds no source file
 
 
+def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
+    """The options of a Python model's run: its example inputs (unless ``--input`` was given) and its sources."""
+    return replace(
+        options,
+        inputs=list(options.inputs) or exported.inputs,
+        source_roots=[*options.source_roots, *exported.source_dirs],
+    )
+
+
 def with_collector_requirements(options: ProfileOptions) -> ProfileOptions:
-    """The options with what the collector needs of the build: the hook sees only system-library executables."""
+    """The options with what the collector needs of the build: the hook sees only system-library executables
+    (of llvm-cpu: on a GPU device it has nothing to hook)."""
+    device = device_target(options.compile.device)
+    if device.is_gpu and options.collector != device.timed_by:
+        raise TracelinkError(f"--device {device.device} gives per-dispatch device time to --collector {device.timed_by} only "
+                             f"(IREE 3.13: {device.why_timed_by})")
     if options.collector == "hook":
         return replace(options, compile=replace(options.compile, link_embedded=False))
     return options
@@ -51,6 +73,7 @@ class StartedProfile:
 
     claim: OutputClaim
     compile: PendingCompile
+    exported: ExportedModel | None = None  # the Python model exported into the program, with its inputs
 
     def stop(self) -> None:
         """Kill the compiler if it still runs and unlock the directory (idempotent)."""
@@ -68,17 +91,23 @@ def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
     return tuple(paths)
 
 
-def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedProfile:
+def start_compile(program: Path | PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
     """Check ``program``, claim ``out`` and start compiling into ``out/artifacts`` (in the background).
 
     An ``.onnx`` model is imported first into ``out/artifacts/imported.mlir``, which is compiled and
-    profiled in its place.
+    profiled in its place. A Python model (``model.py:make``, or a :class:`PythonModel`) is loaded
+    before ``out`` is touched, then exported into ``out/artifacts/exported.mlir``.
     """
+    if isinstance(program, PythonModel) or is_python_entry(program):
+        return start_python_compile(program if isinstance(program, PythonModel) else load_entry(program), Path(out), options)
     program = Path(program).resolve()
     if not program.is_file():
         raise TracelinkError(f"{program}: input program not found")
     if not is_onnx(program):
         check_program_text(program)
+    # a device and collector that do not go together, or a GPU target missing its chip, fail before anything is written
+    with_collector_requirements(options)
+    target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)
     claim = claim_output(Path(out), options.force, files_read(program, options))
     try:
         artifacts = Path(out) / "artifacts"
@@ -86,6 +115,20 @@ def start_compile(program: Path, out: Path, options: ProfileOptions) -> StartedP
             program = import_onnx(program, artifacts / "imported.mlir").resolve()
             check_program_text(program)
         return StartedProfile(claim, PendingCompile(program, artifacts, with_collector_requirements(options).compile))
+    except BaseException:
+        claim.release()
+        raise
+
+
+def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
+    """Claim ``out``, export ``model`` into it and start compiling the exported program."""
+    claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
+    try:
+        artifacts = out / "artifacts"
+        exported = export_model(model, artifacts)
+        write_manifest(artifacts, {"export": exported.manifest_entry()})
+        check_program_text(exported.program)
+        return StartedProfile(claim, PendingCompile(exported.program, artifacts, with_collector_requirements(options).compile), exported)
     except BaseException:
         claim.release()
         raise

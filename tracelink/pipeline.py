@@ -18,12 +18,15 @@ from rich.console import Console
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
-from tracelink.collect.machine import machine_peaks
+from tracelink.collect.machine import Machine, cpu_model, machine_peaks
+from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, generate_inputs, read_signature
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
-from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements
+from tracelink.compile.frontends import PythonModel, python_model
+from tracelink.compile.targets import device_target
+from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -44,18 +47,27 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
 
 
 def profile(
-    program: Path, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
+    program: Path | PythonModel, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
 ) -> Profile:
     """Profile ``program`` into directory ``out`` and return the result (also written to ``out``).
 
+    ``program`` is an ``.mlir``/``.onnx`` file, a Python model (``model.py:make``) or a loaded one.
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
     The directory stays locked until the profile is written.
     """
     pending = pending or start_compile(program, out, options)
     try:
-        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, Path(program).resolve())
+        if pending.exported is not None:  # a Python model: its example inputs and its sources
+            options = with_exported_model(options, pending.exported)
+        model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
+        return run_profile(pending.compile.input_path, Path(out), options, console or Console(stderr=True), pending.compile, model)
     finally:
         pending.stop()
+
+
+def profile_python(target: object, args: tuple, out: Path, options: ProfileOptions, console: Console | None = None) -> Profile:
+    """Profile a JAX function or a ``torch.nn.Module`` at example ``args`` (see :func:`tracelink.profile`)."""
+    return profile(python_model(target, args), Path(out), options, console)
 
 
 def run_profile(
@@ -98,7 +110,8 @@ def run_profile(
     stage("provenance", started)
 
     started = time.perf_counter()
-    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s, options.hook_events)
+    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s,
+                         options.hook_events, options.compile.device)
     collection = start_collection(options.collector, request)
     try:
         with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
@@ -113,11 +126,12 @@ def run_profile(
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
 
     started = time.perf_counter()
+    device, machine = device_and_peaks(options, console)
     run_info = {
         "program": str(program),
         "model": str(model or program),
         "function": entry,
-        "target": {"backend": "llvm-cpu", "cpu": options.compile.target_cpu, "device": "local-task"},
+        "target": run_target(options, device),
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
         "collector": options.collector,
         "inputs": inputs,
@@ -128,7 +142,7 @@ def run_profile(
         "embed_sources": options.embed_sources,
         "timings_s": timings,
     } | collected.summary
-    result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames)
+    result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
     stage("aggregate", started)
     started = time.perf_counter()
     publish_profile(result, console)
@@ -139,13 +153,36 @@ def run_profile(
     return result
 
 
+def device_and_peaks(options: ProfileOptions, console: Console) -> tuple[dict[str, str], Machine]:
+    """The device's facts as IREE lists them and its roofline peaks: the CPU's, or a GPU's measured on it."""
+    compile_options = options.compile
+    target = device_target(compile_options.device)
+    if not target.is_gpu:
+        return {"name": cpu_model()}, machine_peaks()
+    info = device_info(target.driver, options.timeout_s)
+    with console.status(f"measuring the peaks of {info.get('name', target.device)} (once per device)"):
+        return info, device_peaks(target.device, compile_options.target_chip, compile_options.target_features, info)
+
+
+def run_target(options: ProfileOptions, device: dict[str, str]) -> dict:
+    """What profile.json records of the target: backend, device, the device's name, and the CPU or GPU chip compiled for."""
+    compile_options = options.compile
+    target = device_target(compile_options.device)
+    named = {"backend": target.backend, "device": target.device, "device_name": device.get("name", "unknown")}
+    if not target.is_gpu:
+        return named | {"cpu": compile_options.target_cpu}
+    given = {"chip": compile_options.target_chip, "features": compile_options.target_features}
+    return named | {"device_type": device.get("type", "unknown")} | {key: value for key, value in given.items() if value}
+
+
 def assemble_profile(
     out: Path, events: pd.DataFrame, graph: nx.DiGraph, run_info: dict,
     workgroups: pd.DataFrame | None = None, zones: pd.DataFrame | None = None,
-    library_frames: tuple[str, ...] = LIBRARY_GLOBS,
+    library_frames: tuple[str, ...] = LIBRARY_GLOBS, machine: Machine | None = None,
 ) -> Profile:
-    """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary."""
-    machine = machine_peaks()
+    """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary
+    (the roofline of ``machine``, this CPU's by default)."""
+    machine = machine or machine_peaks()
     call_sites = call_site_utilization(call_site_table(events, graph), graph, machine)
     source_ops, source_lines = op_and_line_utilization(
         call_sites, source_op_table(events, graph), source_line_table(events, graph, library_frames),
@@ -157,7 +194,7 @@ def assemble_profile(
         "iterations": iterations,
         "total_dispatch_ns": total,
         "dispatch_ns_per_iteration": total / iterations if iterations else 0.0,
-        "coverage": coverage(events, call_sites, graph),
+        "coverage": coverage(events, call_sites, graph, run_info.get("repetitions")),
         **run_load(events),
         "library_frames": list(library_frames),
         "audit": audit_of(graph),

@@ -13,8 +13,9 @@ from pathlib import Path
 from rich.console import Console
 
 from tracelink.compile import CompileOptions
+from tracelink.compile.targets import DEVICES
 from tracelink.arguments import add_source_arguments, at_least, positive_float
-from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, start_compile
+from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, default_collector, start_compile
 
 
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
@@ -26,7 +27,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         warmup=args.warmup,
         seed=args.seed,
         timeout_s=args.timeout,
-        collector=args.collector,
+        collector=args.collector or default_collector(args.device),
         hook_events=[e for e in args.events.split(",") if e] if args.events else [],
         library_frames=(*LIBRARY_GLOBS, *args.library_frames),
         force=args.force,
@@ -35,6 +36,9 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         embed_sources=not args.no_sources,
         compile=CompileOptions(
             target_cpu=args.target_cpu,
+            device=args.device,
+            target_chip=args.target_chip,
+            target_features=args.target_features,
             input_type=args.iree_input_type,
             tuning_spec=args.tuning_spec,
             extra_flags=args.compile_flag,
@@ -62,7 +66,8 @@ def run_profile_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("profile", help="compile, run and profile a program; map time to source lines")
-    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch) or an ONNX model (.onnx)")
+    parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch), an ONNX model (.onnx), "
+                        "or a Python model as model.py:make, where make() returns (jax_fn_or_torch_module, example_args)")
     parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
     parser.add_argument("--function", help="function to run (default: the only or first public one)")
     parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
@@ -70,12 +75,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repetitions", type=at_least(1, int), default=10, help="measured calls of the function (default 10)")
     parser.add_argument("--warmup", type=at_least(0, int), default=1, help="calls before measuring (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
-    parser.add_argument("--collector", choices=COLLECTORS, default="hal",
-                        help="hal: IREE's HAL profiler (default); tracy: a Tracy capture; hook: the perf hook (per workgroup)")
+    parser.add_argument("--collector", choices=COLLECTORS,
+                        help="hal: IREE's HAL profiler (default; on vulkan its device timestamps); tracy: a Tracy capture (default on cuda and hip: their GPU zones); "
+                             "hook: the perf hook (per workgroup, llvm-cpu)")
     parser.add_argument("--events", help="perf_event counters for --collector hook, e.g. task-clock,page-faults")
     parser.add_argument("--library-frames", action="append", default=[], metavar="GLOB",
                         help="files whose frames are library code, for the user view of self time (repeatable; site-packages and the stdlib always are)")
-    parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu (default host)")
+    parser.add_argument("--device", choices=DEVICES, default="local-task",
+                        help="device to run on (default local-task); it decides the compile target: llvm-cpu, vulkan-spirv, cuda or rocm (hip)")
+    parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu, for local-task and local-sync (default host)")
+    parser.add_argument("--target-chip", help="GPU architecture for --device vulkan/cuda/hip, e.g. sm_80, gfx942, rdna3 (needed for hip)")
+    parser.add_argument("--target-features", help="GPU target features (--iree-cuda/rocm/vulkan-target-features)")
     parser.add_argument("--iree-input-type", help="input dialect (default: auto-detected by iree-compile)")
     parser.add_argument("--tuning-spec", type=Path, help="a transform-dialect tuning spec (from 'tracelink tune')")
     parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")

@@ -17,7 +17,7 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.aggregate import attribution
 from tracelink.atomic import write_text_atomic
-from tracelink.compile import TARGET_FLAGS
+from tracelink.compile.targets import target_flags
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import ns, pct
 from tracelink.tools import tool_path
@@ -56,13 +56,24 @@ def benchmark_function(path: Path) -> str:
     raise TracelinkError(f"{path}: no benchmark function (util.func with iree.benchmark = \"dispatch\")")
 
 
-def commands(function: str, target_cpu: str, batch_size: int) -> list[list[str]]:
-    """The compile and benchmark commands, run from inside the repro folder."""
+def commands(function: str, target: dict, batch_size: int) -> list[list[str]]:
+    """The compile and benchmark commands for the profile's ``target`` (its device, CPU or GPU chip), run from inside the repro folder."""
+    device = target.get("device", "local-task")
+    flags = target_flags(device, target.get("cpu", "host"), target.get("chip"), target.get("features"))
     return [
-        [tool_path("iree-compile"), "dispatch.mlir", "-o", "dispatch.vmfb", *TARGET_FLAGS, f"--iree-llvmcpu-target-cpu={target_cpu}"],
-        [tool_path("iree-benchmark-module"), "--module=dispatch.vmfb", "--device=local-task", f"--function={function}",
+        [tool_path("iree-compile"), "dispatch.mlir", "-o", "dispatch.vmfb", *flags],
+        [tool_path("iree-benchmark-module"), "--module=dispatch.vmfb", f"--device={device}", f"--function={function}",
          f"--batch_size={batch_size}", "--benchmark_repetitions=5"],
     ]
+
+
+def target_text(target: dict) -> str:
+    """How the README names the target: backend, the CPU or chip compiled for, and the device (with its name on a GPU)."""
+    backend = target.get("backend", "llvm-cpu")
+    if backend == "llvm-cpu":
+        return f"llvm-cpu, `--iree-llvmcpu-target-cpu={target.get('cpu', 'host')}`, {target.get('device', 'local-task')}"
+    chip = f", chip `{target['chip']}`" if target.get("chip") else ""
+    return f"{backend}{chip}, {target['device']} on {target.get('device_name', 'an unnamed device')}"
 
 
 def run_script(steps: list[list[str]], site: int, directory: Path) -> str:
@@ -92,7 +103,7 @@ def readme(profile: Profile, site: int, function: str, steps: list[list[str]]) -
         f"# Dispatch call site #{site}: `{row['export']}`",
         "",
         f"From `{summary.get('model', summary['program'])}`, function `{summary['function']}`, profiled by tracelink "
-        f"({summary['versions']['compiler']}, llvm-cpu, `--iree-llvmcpu-target-cpu={summary['target']['cpu']}`, local-task).",
+        f"({summary['versions']['compiler']}, {target_text(summary['target'])}).",
         "",
         "## Measured in the program",
         "",
@@ -136,7 +147,7 @@ def write_repro(profile: Profile, site: int, output: Path) -> Path:
     if not source.is_file():
         raise TracelinkError(f"{source}: benchmark dump missing from the profile directory")
     function = benchmark_function(source)
-    steps = commands(function, profile.summary["target"]["cpu"], int(min(1000, max(1, BATCH_NS // max(float(row["median_ns"]), 1.0)))))
+    steps = commands(function, profile.summary["target"], int(min(1000, max(1, BATCH_NS // max(float(row["median_ns"]), 1.0)))))
     output.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, output / "dispatch.mlir")
     script = write_text_atomic(output / "run.sh", run_script(steps, site, profile.directory.resolve()))

@@ -268,8 +268,12 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tu
     return table[columns].sort_values(["total_ns", "inclusive_ns"], ascending=False, kind="stable").reset_index(drop=True)
 
 
-def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) -> dict:
-    """How much of the run the mapping explains, and the audit counts."""
+def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph, calls: int | None = None) -> dict:
+    """How much of the run the mapping explains, which call sites lack events, and the audit counts.
+
+    Every call site of the function runs once per call, so each should have ``calls`` events (the
+    repetitions run; by default the iterations the events cover): ``missing_events`` lists those with fewer.
+    """
     # a call site is mapped when any source op (file:line, or a bare name such as an ONNX node) feeds it
     located = {int(row.call_site) for row in call_sites.itertuples() if row.root_ops or row.producer_ops}
     run = call_sites["phase"] == "run" if len(call_sites) else pd.Series(dtype=bool)
@@ -278,6 +282,8 @@ def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) 
     attributed = float(events.loc[events["call_site"].isin(located), "duration_ns"].sum())
     with_lines = float(events.loc[events["call_site"].isin(call_sites.loc[call_sites["source_lines"] != "", "call_site"]), "duration_ns"].sum())
     audit = audit_of(graph)
+    expected = calls if calls is not None else (int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0)
+    missing = missing_events(events, run_sites, expected)
     return {
         "dispatch_time_attributed_share": attributed / total if total else 0.0,
         "dispatch_time_with_source_lines_share": with_lines / total if total else 0.0,
@@ -288,9 +294,23 @@ def coverage(events: pd.DataFrame, call_sites: pd.DataFrame, graph: nx.DiGraph) 
         "call_sites_initializer_mapped": len(located - run_sites),
         "events": len(events),
         "events_unmatched": int(events["call_site"].isna().sum()),
+        "events_expected_per_call_site": expected,
+        "call_sites_missing_events": len(missing),
+        "events_missing": sum(site["expected"] - site["seen"] for site in missing),
+        "missing_events": missing,
         "audit_counts": {key: len(value) for key, value in audit.items() if key != "reasons"},
         "audit_reasons": audit.get("reasons", {}),
     }
+
+
+def missing_events(events: pd.DataFrame, run_sites: set[int], expected: int) -> list[dict]:
+    """The call sites with fewer than ``expected`` events, in call-site order: ``{call_site, expected, seen}``."""
+    seen = events.dropna(subset=["call_site"]).groupby("call_site").size()
+    counts = {int(site): int(count) for site, count in seen.items()}
+    return [
+        {"call_site": site, "expected": expected, "seen": counts.get(site, 0)}
+        for site in sorted(run_sites) if counts.get(site, 0) < expected
+    ]
 
 
 def run_load(events: pd.DataFrame) -> dict:

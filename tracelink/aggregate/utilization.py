@@ -5,7 +5,8 @@ and its **median** execution time: achieved GFLOP/s and GB/s, arithmetic intensi
 shares of the machine's compute and bandwidth peaks, and a verdict, the first that holds:
 
 1. *overhead-bound*: a median under 5 µs, where launching the dispatch costs as much as its work;
-2. *parallelism-bound*: fewer workgroups than the device has workers, so some cores idle;
+2. *parallelism-bound*: fewer workgroups than the device has workers, so some cores idle (on a GPU:
+   compute units, its occupancy; not given where the device's unit count is unknown);
 3. *memory-bound*: an intensity below the machine's ridge point (peak FLOP/s ÷ peak bytes/s), and more
    bytes than the workers' L2 caches hold: smaller operands stay in cache from their producer, and the
    streaming bandwidth is not what bounds them;
@@ -37,6 +38,13 @@ NEXT_STEPS = {
     "compute-bound contraction": "enable ukernels/data tiling (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all)",
     "compute-bound": "tune tile sizes: the arithmetic itself is the limit",
 }
+# On a GPU (a ``gpu`` machine, :mod:`tracelink.collect.machine.gpu`) the workers are compute units, and
+# the CPU's flags do not apply.
+GPU_NEXT_STEPS = NEXT_STEPS | {
+    "parallelism-bound": "tune workgroup tiles: fewer workgroups than the device has compute units leave some idle (occupancy)",
+    "compute-bound contraction": "tune tile and workgroup sizes for the GPU (matrix-core intrinsics where it has them; tracelink tune is llvm-cpu only for now)",
+    "compute-bound": "tune tile and workgroup sizes: the arithmetic itself is the limit",
+}
 # Below this share of the roof that bounds it, a dispatch is far from its limit: the code, not the
 # machine, is what to improve, and the next step says how far.
 FAR_BELOW_PEAK = 0.10
@@ -60,12 +68,13 @@ def verdict(flops: float, moved: float, median_ns: float, workgroup_count: int, 
     else:
         name = "compute-bound"
     contraction = name == "compute-bound" and any(word in kind for word in CONTRACTION_WORDS)
-    step = NEXT_STEPS[f"{name} contraction" if contraction else name]
+    steps = GPU_NEXT_STEPS if machine.kind == "gpu" else NEXT_STEPS
+    step = steps[f"{name} contraction" if contraction else name]
     if name in ("compute-bound", "memory-bound"):
         share = flops / median_ns / machine.peak_gflops if name == "compute-bound" else moved / median_ns / machine.peak_gbps
         if share < FAR_BELOW_PEAK:  # the code, not the roof: a memory-bound one too is a matter of tiles
             roof = "compute" if name == "compute-bound" else "bandwidth"
-            first = step.split(":")[0] if name == "compute-bound" else NEXT_STEPS["compute-bound"].split(":")[0]
+            first = step.split(":")[0] if name == "compute-bound" else steps["compute-bound"].split(":")[0]
             step = f"{first}: it runs at {share:.1%} of the {roof} peak, far from the machine's limit"
     return name, step
 

@@ -16,10 +16,14 @@ from pathlib import Path
 import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
-from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_time_summary
+from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
+from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
-from tracelink.tools import stop_all_tools
+from tracelink.collect.tracy.gpu import gpu_executions
+from tracelink.compile.targets import device_target
+from tracelink.tools import ToolRun, stop_all_tools
 
 @dataclass
 class RunRequest:
@@ -33,6 +37,7 @@ class RunRequest:
     artifacts: Path
     timeout_s: float
     hook_events: list[str] = field(default_factory=list)
+    device: str = "local-task"
 
 
 @dataclass
@@ -43,6 +48,7 @@ class Collected:
     workgroups: pd.DataFrame | None = None  # hook: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy: every zone of the runtime
     summary: dict = field(default_factory=dict)  # what the collector adds to the profile's summary
+    iteration_times: pd.DataFrame | None = None  # GPU: device, queue and host time per iteration
 
 
 class PendingCollection:
@@ -67,6 +73,9 @@ class PendingCollection:
         collected.events = drop_warmup(collected.events, warmup)
         if collected.workgroups is not None:
             collected.workgroups = drop_warmup(collected.workgroups, warmup)
+        if collected.iteration_times is not None:
+            collected.iteration_times = drop_warmup(collected.iteration_times, warmup)
+            collected.summary |= device_time_summary(collected.iteration_times)
         return collected
 
     def cancel(self) -> None:
@@ -77,11 +86,13 @@ class PendingCollection:
 
 def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     """Start running the program under ``collector`` ("hal", "tracy" or "hook")."""
+    if collector == "hal" and device_target(request.device).is_gpu:
+        return start_device_profile(request)
     if collector == "hal":
-        run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts)
+        run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts, request.device)
         return PendingCollection(
-            lambda: export_hal_profile(run, request.artifacts, request.timeout_s),
-            lambda jsonl, exports: Collected(hal_events(jsonl, exports)),
+            lambda: run_hal_whole(run, request),
+            lambda result, exports: Collected(hal_events(result[0], exports, request.iterations), summary=result[1]),
         )
     if collector == "tracy":
         return start_tracy(request)
@@ -90,21 +101,53 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
     raise ValueError(f"unknown collector {collector!r}")
 
 
+def run_hal_whole(first: ToolRun, request: RunRequest) -> tuple[Path, dict]:
+    """The exported HAL profile and what to say about its losses; a run that lost dispatch records is run
+    again with IREE's rings flushed during the calls (slower dispatches, so only when needed)."""
+    jsonl = export_hal_profile(first, request.artifacts, request.timeout_s)
+    dropped = dropped_records(jsonl)
+    if not dropped.get(DISPATCH_STREAM):
+        return jsonl, {"profiler_dropped_records": dropped}
+    rerun = start_hal_profile(
+        request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts, request.device,
+        profiling_flags=FLUSH_FLAGS,
+    )
+    jsonl = export_hal_profile(rerun, request.artifacts, request.timeout_s)
+    return jsonl, {
+        "profiler_dropped_records": dropped_records(jsonl),
+        "profiler_flushed": {"interval_ms": FLUSH_INTERVAL_MS, "first_run_dropped_records": dropped},
+    }
+
+
+def start_device_profile(request: RunRequest) -> PendingCollection:
+    """The HAL profiler on a GPU: device-timestamped dispatches, and the queue and host time around them."""
+    run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations,
+                            request.artifacts, request.device, DEVICE_PROFILING_MODES)
+
+    def finish(jsonl: Path, exports: Sequence[str]) -> Collected:
+        events, times = device_events(list(read_records(jsonl)), exports, place_by_command_index)
+        return Collected(events, iteration_times=times)
+
+    return PendingCollection(lambda: export_hal_profile(run, request.artifacts, request.timeout_s), finish)
+
+
 def start_tracy(request: RunRequest) -> PendingCollection:
-    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.device)
     command[0] = str(tracy_tools().tool("iree-benchmark-module"))
     trace = request.artifacts / "run.tracy"
 
+    rebuild = gpu_executions if device_target(request.device).is_gpu else rebuild_executions
+
     def finish(path: Path, exports: Sequence[str]) -> Collected:
         capture = read_capture(path)
-        rebuilt = rebuild_executions(capture, exports)
+        rebuilt = rebuild(capture, exports)
         return Collected(rebuilt.events, zones=capture.zones, summary=rebuilt.summary())
 
     return PendingCollection(lambda: capture_tracy(command, trace, request.timeout_s), finish)
 
 
 def start_hook(request: RunRequest) -> PendingCollection:
-    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations)
+    command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.device)
 
     def finish(hooked, exports: Sequence[str]) -> Collected:
         events = match_call_sites(hooked.events, exports)

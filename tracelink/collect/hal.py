@@ -20,6 +20,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
+from tracelink.collect.hal_losses import submission_iterations
 from tracelink.tools import ToolRun, tool_path
 
 SCHEMA_VERSION = 15
@@ -37,10 +38,11 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
 
 def start_hal_profile(
     vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
+    device: str = "local-task", modes: str = PROFILING_MODES, profiling_flags: Sequence[str] = (),
 ) -> ToolRun:
-    """Start the program under the HAL profiler, writing ``run.ireeprof`` in ``output_dir``."""
-    command = benchmark_command(vmfb, function, inputs, parameters, iterations) + [
-        f"--device_profiling_mode={PROFILING_MODES}", f"--device_profiling_output={output_dir / 'run.ireeprof'}",
+    """Start the program under the HAL profiler on ``device``, writing ``run.ireeprof`` in ``output_dir``."""
+    command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
+        f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
     ]
     return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}")
 
@@ -70,16 +72,19 @@ def read_records(jsonl: Path) -> Iterator[dict]:
             yield record
 
 
-def hal_events(jsonl: Path, call_site_exports: Sequence[str]) -> pd.DataFrame:
-    """Dispatch events of a HAL profile, matched to call sites."""
+def hal_events(jsonl: Path, call_site_exports: Sequence[str], calls: int | None = None) -> pd.DataFrame:
+    """Dispatch events of a HAL profile, matched to call sites; with ``calls``, the number of calls of the function run."""
     dispatches: list[dict] = []
     commands: dict[int, list[tuple[int, str]]] = {}
+    executes: dict[int, list[int]] = {}
     for record in read_records(jsonl):
         kind, op = record.get("record_type"), record.get("op")
         if kind == "host_execution_event" and op == "dispatch":
             dispatches.append(record)
         elif kind == "command_operation" and op == "dispatch":
             commands.setdefault(record["command_buffer_id"], []).append((record["command_index"], record["key"]))
+        elif kind == "queue_event" and op == "execute":
+            executes.setdefault(record["command_buffer_id"], []).append(record["submission_id"])
     if not dispatches:
         return make_events([])
     dispatches.sort(key=lambda r: r["start_host_time_ns"])
@@ -98,7 +103,8 @@ def hal_events(jsonl: Path, call_site_exports: Sequence[str]) -> pd.DataFrame:
         events = match_call_sites(events, call_site_exports)
     else:
         events["call_site"] = pd.array(placed, dtype="Int64")
-        events["iteration"] = events.groupby("call_site").cumcount().astype("Int64")
+        iterations = submission_iterations(dispatches, executes, calls) if calls else None
+        events["iteration"] = pd.array(iterations, dtype="Int64") if iterations is not None else events.groupby("call_site").cumcount().astype("Int64")
     return events
 
 

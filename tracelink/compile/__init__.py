@@ -17,19 +17,19 @@ from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
 from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text
+from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
 from tracelink.tools import ToolRun, compiler_version, tool_path
-
-TARGET_FLAGS = (
-    "--iree-hal-target-device=local",
-    "--iree-hal-local-target-device-backends=llvm-cpu",
-)
 
 
 @dataclass
 class CompileOptions:
-    """How to compile: the target CPU, the input dialect and anything else the user passes."""
+    """How to compile: the device and its target (CPU, or GPU chip and features), the input dialect and
+    anything else the user passes."""
 
-    target_cpu: str = "host"
+    target_cpu: str = "host"  # llvm-cpu only
+    device: str = "local-task"  # the runtime device; it decides the backend (:mod:`tracelink.compile.targets`)
+    target_chip: str | None = None  # GPU backends only
+    target_features: str | None = None
     input_type: str | None = None  # None: iree-compile auto-detects
     tuning_spec: Path | None = None
     link_embedded: bool = True  # False builds system shared libraries (needed by the perf hook)
@@ -54,23 +54,27 @@ def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
     """The iree-compile flags for a profiling build, dumps going under ``artifacts``."""
     executables = artifacts / "executables"
     flags = [
-        *TARGET_FLAGS,
-        f"--iree-llvmcpu-target-cpu={options.target_cpu}",
+        *target_flags(options.device, options.target_cpu, options.target_chip, options.target_features),
         "--mlir-print-debuginfo",
         # Weights would be printed into every phase dump; constants IREE inlines into dispatches
         # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
         "--mlir-elide-elementsattrs-if-larger=4096",
+        # The same for weights held as resources (torch's FX importer writes them so): unelided, every
+        # phase dump repeated ResNet-18's 90 MB of weights (1.1 GB in all).
+        "--mlir-elide-resource-strings-if-larger=4096",
         f"--dump-compilation-phases-to={artifacts / 'phases'}",
         f"--iree-hal-dump-executable-sources-to={executables}",
         f"--iree-hal-dump-executable-configurations-to={executables}",
         f"--iree-hal-dump-executable-benchmarks-to={executables}",
         f"--iree-hal-dump-executable-binaries-to={executables}",
     ]
+    if device_target(options.device).is_gpu:  # the GPU code in MLIR (SPIR-V for Vulkan); llvm-cpu's would be large .ll/.o
+        flags.append(f"--iree-hal-dump-executable-intermediates-to={executables}")
     if options.input_type:
         flags.append(f"--iree-input-type={options.input_type}")
     if options.tuning_spec is not None:
         flags.append(f"--iree-codegen-tuning-spec-path={Path(options.tuning_spec).resolve()}")
-    if not options.link_embedded:
+    if not options.link_embedded and not device_target(options.device).is_gpu:
         flags.append("--iree-llvmcpu-link-embedded=false")
     return flags + list(options.extra_flags)
 
@@ -122,7 +126,7 @@ class PendingCompile:
 
 
 def compile_program(input_path: Path, artifacts: Path, options: CompileOptions) -> CompileResult:
-    """Compile ``input_path`` for llvm-cpu with debug locations and all dumps into ``artifacts``."""
+    """Compile ``input_path`` for its device's backend with debug locations and all dumps into ``artifacts``."""
     check_program_text(input_path)
     return PendingCompile(input_path, artifacts, options).finish()
 

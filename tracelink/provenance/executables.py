@@ -29,6 +29,7 @@ class ExportInfo:
     source_file: str  # the executable's dumped source, relative to the artifacts directory
     configured_file: str
     benchmark_file: str
+    target_file: str = ""  # a GPU export's target code in MLIR (SPIR-V for Vulkan), when dumped
 
 
 def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | None = None) -> dict[str, ExportInfo]:
@@ -58,8 +59,15 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
                 source_file=str((executables_dir / f"{stem}.mlir").relative_to(artifacts)),
                 configured_file=str(configured.relative_to(artifacts)),
                 benchmark_file=str(benchmarks[0].relative_to(artifacts)) if benchmarks else "",
+                target_file=target_code(executables_dir, stem, name, artifacts),
             )
     return exports
+
+
+def target_code(executables_dir: Path, stem: str, export: str, artifacts: Path) -> str:
+    """The export's SPIR-V in MLIR (``<stem>_<export>.spirv.mlir``, from a GPU build's intermediates dump), relative to ``artifacts``; empty when none."""
+    path = executables_dir / f"{stem}_{export}.spirv.mlir"
+    return str(path.relative_to(artifacts)) if path.is_file() else ""
 
 
 def root_op(function: ir.Operation | None) -> ir.Operation | None:

@@ -80,6 +80,7 @@ def build_graph(
             f"export:{name}", kind="export", label=name, executable=info.executable, root_op=info.root_op,
             shapes=info.shapes, lowering_config=info.lowering_config, workgroup_size=info.workgroup_size,
             source_file=info.source_file, configured_file=info.configured_file, benchmark_file=info.benchmark_file,
+            target_file=info.target_file,
         )
         graph.add_edge(f"export:{name}", f"exe:{info.executable}", kind="defined_in")
     for site, region in zip(call_sites, match_regions(call_sites, regions)):

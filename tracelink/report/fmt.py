@@ -6,6 +6,7 @@ import math
 
 from lxml import etree
 
+from tracelink.collect.hal_losses import DISPATCH_STREAM
 from tracelink.textsafe import XML_INVALID
 
 
@@ -44,6 +45,47 @@ def rate(value: float | None, unit: str) -> str:
 def text_or_empty(value) -> str:
     """A table cell's text: empty for missing values (NaN after a CSV round trip)."""
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def ranges(numbers: list[int], shown: int = 6) -> str:
+    """Sorted integers as runs, the first ``shown`` of them: ``3, 7, 10–12, 4094–4999``."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    text = ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs[:shown])
+    return text + (f", … ({len(runs) - shown} more runs)" if len(runs) > shown else "")
+
+
+def missing_events_text(summary: dict) -> str | None:
+    """The warning for call sites with fewer events than calls of the function, or None when none lack any."""
+    cover = summary.get("coverage", {})
+    missing = cover.get("missing_events") or []
+    if not missing:
+        return None
+    expected = cover.get("events_expected_per_call_site", 0)
+    dropped = (summary.get("profiler_dropped_records") or {}).get(DISPATCH_STREAM, 0)
+    return (
+        f"{len(missing)} of {cover.get('call_sites', 0)} call sites have fewer events than the {expected} calls run "
+        f"({cover.get('events_missing', 0):,} events missing; call sites {ranges([site['call_site'] for site in missing])}), "
+        "so their time is missing from every total"
+        + (f"; IREE's HAL profiler dropped {dropped:,} host-execution records, warm-up included (it keeps 4,096 "
+           "between flushes, and its flushes did not keep up)" if dropped else "")
+    )
+
+
+def flushed_run_text(summary: dict) -> str | None:
+    """The note for a HAL profile taken again with IREE's rings flushed during the calls, or None."""
+    flushed = summary.get("profiler_flushed")
+    if not flushed:
+        return None
+    first = (flushed.get("first_run_dropped_records") or {}).get(DISPATCH_STREAM, 0)
+    return (
+        f"the first run lost {first:,} dispatch records (IREE's HAL profiler keeps 4,096 between flushes), so these "
+        f"events come from a second run flushing it every {flushed.get('interval_ms', 1)} ms, which can slow short dispatches"
+    )
 
 
 def heat(share: float | None) -> int:

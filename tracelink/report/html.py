@@ -25,7 +25,8 @@ from lxml import html as lxml_html
 from tracelink import TracelinkError, __version__
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir import Profile, load_profile
-from tracelink.report.fmt import clean, el, heat, ns, pct, rate
+from tracelink.report.device_time import device_time_parts
+from tracelink.report.fmt import clean, el, flushed_run_text, heat, missing_events_text, ns, pct, rate
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout, hot_call_sites, layout_graph, op_label
@@ -169,6 +170,11 @@ def summary_section(main, model: ReportModel) -> None:
     summary = model.summary
     cover = summary.get("coverage", {})
     node = section(main, "summary", "Summary")
+    missing, flushed = missing_events_text(summary), flushed_run_text(summary)
+    if missing:
+        el(node, "p", class_="warning", text=f"Warning: {missing}.")
+    if flushed:
+        el(node, "p", class_="note", text=f"Note: {flushed}.")
     meta = el(node, "dl", class_="meta")
     target = summary.get("target", {})
     versions = summary.get("versions", {})
@@ -196,6 +202,7 @@ def summary_section(main, model: ReportModel) -> None:
         card = el(cards, "div", class_="card", title=hint)
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
+    device_time_cards(node, summary)
     hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:
@@ -213,6 +220,20 @@ def summary_section(main, model: ReportModel) -> None:
         bar(el(row, "td"), site["share"])
     if model.gains is not None:
         gains_table(node, model, model.gains)
+
+
+def device_time_cards(parent, summary: dict) -> None:
+    """On a GPU: the dispatches' device time and the queue, submission and host time around them, per iteration."""
+    parts = device_time_parts(summary)
+    if not parts:
+        return
+    wall = summary["device_time"]["wall_ns_per_iteration"]
+    el(parent, "h3", None, f"Device time and overhead per iteration (median of {summary['device_time']['iterations']}; wall time {ns(wall)})")
+    cards = el(parent, "div", class_="cards device-time")
+    for value, label, hint in parts:
+        card = el(cards, "div", class_="card", title=hint)
+        el(card, "div", class_="big", text=ns(value))
+        el(card, "div", class_="muted", text=f"{label} ({pct(value / wall) if wall else '–'} of wall)")
 
 
 HOT_LINES = 12
@@ -623,6 +644,7 @@ def drill_template(parent, model: ReportModel, site: dict) -> None:
         ("workgroup size", site["workgroup_size"]), ("lowering config", site["lowering_config"]),
         ("phase", "run (each call)" if site["phase"] == "run" else f"{site['phase']} (runs once, at load: not timed)"),
         ("dumped source", f"artifacts/{site['source_file']}" if site["source_file"] else ""),
+        ("target code", f"artifacts/{site['target_file']}" if site["target_file"] else ""),
     ):
         if value:
             el(kv, "dt", None, label)

@@ -61,6 +61,11 @@ def profile_document(profile: Profile, top: int = 10) -> dict:
             "dispatch_time_attributed_share": cover["dispatch_time_attributed_share"],
             "call_sites": cover["call_sites"],
             "call_sites_mapped": cover["call_sites_mapped"],
+            "call_sites_missing_events": cover.get("call_sites_missing_events", 0),
+            "events_missing": cover.get("events_missing", 0),
+            "target": summary.get("target", {}),
+            # on a GPU: the dispatches' device time apart from the queue, submission and host time per iteration
+            **({"device_time": summary["device_time"]} if "device_time" in summary else {}),
         },
         "hottest_lines": [
             {

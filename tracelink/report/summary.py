@@ -18,7 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracelink.profile_dir import Profile
-from tracelink.report.fmt import ns, pct, rate, text_or_empty
+from tracelink.report.device_time import device_time_parts
+from tracelink.report.fmt import flushed_run_text, missing_events_text, ns, pct, rate, text_or_empty
 from tracelink.report.model import short_export
 
 PATH_WIDTH = 30
@@ -72,6 +73,18 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
         + (f"; {initializer} more run once at load (not timed)" if initializer else "")
     )
+    missing, flushed = missing_events_text(summary), flushed_run_text(summary)
+    if missing:
+        console.print(f"[bold red]warning:[/] {escape(missing)}")
+    if flushed:
+        console.print(f"note: {escape(flushed)}")
+    parts = device_time_parts(summary)
+    if parts:
+        wall = summary["device_time"]["wall_ns_per_iteration"]
+        console.print(
+            f"{escape(str(summary['target'].get('device_name')))} ({summary['target']['device']}), medians per iteration: "
+            + ", ".join(f"{label} {ns(value)}" for value, label, _ in parts) + f" of {ns(wall)} wall time"
+        )
     if summary.get("loaded"):
         console.print(
             f"[yellow]warning:[/] the machine was loaded during the run: the slow iterations took "

@@ -116,6 +116,8 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.no_strategies:
         config.strategy.enabled = False
     profile = load_profile(args.profile)
+    if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
+        raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
     console = Console(stderr=True, highlight=False)
@@ -151,7 +153,8 @@ def run_tune(args: argparse.Namespace) -> int:
     if session.tile_note:
         out.print(session.tile_note, markup=False, soft_wrap=True)
     trials = session.tuned_profile.directory / "tune" / "trials.csv"
-    program = profile.summary.get("model") or profile.manifest.get("input", "<program>")  # the file the user gave
+    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its import
+    program = profile.summary.get("model") or profile.manifest.get("input", "<program>")
     strategy = session.strategies.winner.name if session.strategies and session.strategies.winner else None
     against = f"the {strategy} build" if strategy else "the default"
     if check is not None and check["tuned"]:
@@ -276,7 +279,10 @@ def _profile_builder(base, console):
             except TracelinkError:
                 pass
             shutil.rmtree(directory)
-        run_pipeline(Path(summary.get("model") or summary["program"]), directory, options, console)
+        # the file the user gave (an .onnx: imported again, so its node locations match the base's); a
+        # Python model (model.py:make) is profiled again from the MLIR it was exported to
+        model = Path(str(summary.get("model") or ""))
+        run_pipeline(model if model.is_file() else Path(summary["program"]), directory, options, console)
         return directory
 
     return build

@@ -26,8 +26,7 @@ import pandas as pd
 
 from tracelink import TracelinkError
 from tracelink.atomic import write_atomic, write_text_atomic
-from tracelink.collect.events import drop_warmup
-from tracelink.collect.hal import export_hal_profile, hal_events, start_hal_profile
+from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.rounds import alternate, paired_speedup, summarize, verdict
 
@@ -103,11 +102,12 @@ def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, 
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     warmup = int(profile.summary.get("warmup", 1))
-    run = start_hal_profile(vmfb, profile.summary["function"], run_inputs(profile), run_parameters(profile),
-                            warmup + iterations, directory)
-    events = hal_events(export_hal_profile(run, directory, timeout_s), run_exports(profile))
+    device = profile.summary.get("target", {}).get("device", "local-task")  # a GPU profile runs on its GPU again
+    request = RunRequest(vmfb, profile.summary["function"], run_inputs(profile), run_parameters(profile), warmup + iterations,
+                         directory, timeout_s, device=device)
+    events = start_collection("hal", request).finish(run_exports(profile), warmup).events
     (directory / "run.ireeprof").unlink(missing_ok=True)  # the exported JSON lines hold what is needed
-    return dataclasses.replace(profile, events=drop_warmup(events, warmup))
+    return dataclasses.replace(profile, events=events)
 
 
 def _medians(profile: Profile) -> tuple[list[tuple], np.ndarray, float, int]:

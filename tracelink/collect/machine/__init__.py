@@ -44,6 +44,7 @@ class Machine:
     # The workers' L2 caches together: a dispatch moving less than this keeps its operands in cache
     # between its producer and itself, so the streaming bandwidth is not its roof.
     cache_bytes: float = 0.0
+    kind: str = "cpu"  # "gpu": a GPU device's peaks (:mod:`tracelink.collect.machine.gpu`), whose verdicts and next steps differ
 
     @property
     def ridge(self) -> float:

@@ -1,0 +1,163 @@
+"""Profile a JAX function or a PyTorch module directly: load it, export it to MLIR with source locations.
+
+A Python model is ``model.py:make`` on the command line, where ``make()`` returns ``(fn_or_module,
+example_args)``, or the object itself given to :func:`tracelink.profile`. tracelink tells the two
+frameworks apart by type (a ``torch.nn.Module`` is PyTorch, any other callable is traced by JAX),
+exports it with every op located at the user's Python call stack under its name scope or module path,
+and saves the example arguments as the run's inputs (``artifacts/inputs/input_<i>.npy``). The exported
+program is then compiled and profiled like any ``.mlir``. The frameworks are optional extras, imported
+only here and only when a model of theirs is profiled.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracelink import TracelinkError
+from tracelink.compile.frontends.extras import EXTRAS
+from tracelink.compile.onnx_import import first_line
+
+if TYPE_CHECKING:
+    import numpy as np
+
+EXPORTED_NAME = "exported.mlir"
+
+
+@dataclass
+class PythonModel:
+    """A JAX-traceable function or a ``torch.nn.Module`` with the example arguments to export it with."""
+
+    target: Any
+    args: tuple
+    origin: str  # where it came from, for the profile's summary: ``/path/model.py:make``
+    source_dirs: tuple[Path, ...] = ()  # directories of the user's code, whose files the report may embed
+
+
+@dataclass
+class ExportedModel:
+    """An exported model: the MLIR program and the ``@file`` inputs saved from its example arguments."""
+
+    program: Path
+    inputs: list[str]
+    origin: str
+    source_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    framework: str = ""  # the framework and its version: "jax 0.10.2", "torch 2.13.0+cpu"
+    seconds: float = 0.0  # how long the export took
+
+    def manifest_entry(self) -> dict:
+        """What the manifest records about the export."""
+        return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs)}
+
+
+def is_python_entry(program: Path | str) -> bool:
+    """Whether ``program`` names a Python model: ``model.py:make`` (or ``model.py``, meaning ``:make``)."""
+    return entry_parts(program)[0].endswith(".py")
+
+
+def entry_parts(program: Path | str) -> tuple[str, str]:
+    """``model.py:make`` as its file and function name (``make`` when no colon follows the file)."""
+    text = str(program)
+    if ":" not in Path(text).name:
+        return text, "make"
+    file, name = text.rsplit(":", 1)
+    return file, name
+
+
+def load_entry(program: Path | str) -> PythonModel:
+    """Import ``model.py`` by path and call its ``make()`` (or the function named after the colon).
+
+    This runs the user's code, as running their program would. Only the file's own directory is put
+    on ``sys.path`` (for its sibling modules), and only while it is imported.
+    """
+    file, name = entry_parts(program)
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise TracelinkError(f"{path}: Python model file not found")
+    if not name.isidentifier():
+        raise TracelinkError(f"{path}: '{name}' is not a function name (expected model.py:make)")
+    spec = importlib.util.spec_from_file_location(f"tracelink_model_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise TracelinkError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: TorchDynamo looks the module up by name
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[spec.name]
+        missing = error.name if isinstance(error, ModuleNotFoundError) else None
+        if missing in EXTRAS:
+            raise TracelinkError(f"{path}: needs {missing}: pip install 'tracelink[{EXTRAS[missing]}]'") from None
+        raise TracelinkError(f"{path}: importing it raised {type(error).__name__}: {first_line(error)}") from None
+    finally:
+        sys.path.remove(str(path.parent))
+    make = getattr(module, name, None)
+    if not callable(make):
+        raise TracelinkError(f"{path}: no function '{name}' (it must return (fn_or_module, example_args))")
+    try:
+        made = make()
+    except Exception as error:
+        raise TracelinkError(f"{path}: {name}() raised {type(error).__name__}: {first_line(error)}") from None
+    if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
+        raise TracelinkError(f"{path}: {name}() must return (fn_or_module, example_args), got {type(made).__name__}")
+    target, args = made
+    return PythonModel(target, tuple(args) if isinstance(args, (tuple, list)) else (args,), f"{path}:{name}", (path.parent,))
+
+
+def python_model(target: Callable, args: tuple) -> PythonModel:
+    """A model handed over in Python (``tracelink.profile(fn, *args)``), named after where it is defined."""
+    defined = type(target) if is_torch_module(target) else target
+    try:
+        file = inspect.getsourcefile(defined)
+    except TypeError:  # a builtin or C extension: no file
+        file = None
+    name = getattr(defined, "__qualname__", type(defined).__name__)
+    origin = f"{Path(file).resolve()}:{name}" if file else name
+    return PythonModel(target, tuple(args), origin, (Path(file).resolve().parent,) if file else ())
+
+
+def is_torch_module(target: object) -> bool:
+    """Whether ``target`` is a ``torch.nn.Module``, without importing torch when the user did not."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(target, torch.nn.Module)
+
+
+def export_model(model: PythonModel, artifacts: Path) -> ExportedModel:
+    """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs."""
+    started = time.perf_counter()
+    if is_torch_module(model.target):
+        from tracelink.compile.frontends.torch_export import export_torch
+
+        framework = "torch"
+        arrays = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
+    else:
+        from tracelink.compile.frontends.jax_export import export_jax
+
+        framework = "jax"
+        arrays = export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
+    inputs = save_inputs(arrays, artifacts / "inputs")
+    return ExportedModel(
+        artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
+        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started,
+    )
+
+
+def save_inputs(arrays: list[np.ndarray], directory: Path) -> list[str]:
+    """Write each argument as ``input_<i>.npy`` (the names generated inputs take); return ``@path`` flags."""
+    import numpy as np  # not at the top: `tracelink profile` imports this module before starting the compiler
+
+    directory.mkdir(parents=True, exist_ok=True)
+    flags = []
+    for index, array in enumerate(arrays):
+        path = directory / f"input_{index}.npy"
+        np.save(path, np.asarray(array), allow_pickle=False)
+        flags.append(f"@{path.resolve()}")
+    return flags
