@@ -23,7 +23,7 @@ from tests.conftest import REPO, SHARED, run_profile
 from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.rounds import alternate, summarize, time_program
-from tracelink.tune.strategy import outputs_agree
+from tracelink.tune.strategy import STATUSES, outputs_agree
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
 SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
@@ -79,7 +79,7 @@ def test_strategies_json_follows_the_contract(tuned):
     assert document == tuned["document"]["strategies"]
     assert document["schema"] == 1 and IM2COL not in document["base"]["flags"]
     names = {entry["name"]: entry for entry in document["strategies"]}
-    assert set(names) == {"im2col", "im2col-bf16"}
+    assert set(names) == {"im2col", "im2col-bf16"} and {e["status"] for e in names.values()} <= set(STATUSES)
     assert names["im2col"]["flags"] == [IM2COL] and names["im2col-bf16"]["flags"] == BF16
 
 

@@ -66,7 +66,8 @@ from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 
 SCHEMA = 1
-STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
+STATUSES = (  # the values of a strategy's "status" in strategies.json
+    "faster", "not faster", "compile failed", "wrong outputs", "not run")
 PREPROCESSING = "--iree-preprocessing-pass-pipeline="
 
 
