@@ -301,8 +301,8 @@ class StrategySearch:
             self._stage(singles, self.options.first_rounds, progress, task, [], stage=1)
             survivors = _best_half(singles, self.options.keep)
             combos = [Candidate(option, stage=2) for option in combinations(survivors, singles)]
-            known = {c.name for c in self.result.candidates}
-            combos = [c for c in combos if c.name not in known]
+            known = {frozenset(option_flags(c.option)) for c in self.result.candidates}  # same flags: same build
+            combos = [c for c in combos if frozenset(option_flags(c.option)) not in known]
             self.result.candidates += combos
             self.save()
             if combos:
