@@ -271,7 +271,7 @@ def test_candidate_computing_something_else_is_rejected(work, tmp_path):
 def tuned(work):
     """`tracelink tune` run once on the base profile: (spec path, the command's result)."""
     spec = work["root"] / "spec.mlir"
-    done = run_cli("tune", str(work["base"]), "--trials", "6", "--tuner", "xgb", "--config", str(work["config"]), "-o", str(spec))
+    done = run_cli("tune", str(work["base"]), "--no-strategies", "--trials", "6", "--tuner", "xgb", "--config", str(work["config"]), "-o", str(spec))
     return spec, done
 
 
@@ -297,7 +297,7 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
     # --resume continues numbering and keeps the earlier trials (in a copy: the base keeps this tune's
     # results for the report test)
     resumed = Path(shutil.copytree(base, work["root"] / "resumed"))
-    done = run_cli("tune", str(resumed), "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
+    done = run_cli("tune", str(resumed), "--no-strategies", "--trials", "8", "--config", str(work["config"]), "--resume", "-o", str(spec))
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader((resumed / "tune" / "trials.csv").open()))
     assert [int(r["trial"]) for r in rows] == list(range(9))
@@ -368,7 +368,7 @@ def test_interrupt_keeps_finished_trials(work, tmp_path):
     trials = base / "tune" / "trials.csv"
     config = tmp_path / "quick.toml"
     config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n")
-    process = subprocess.Popen([*TRACELINK, "tune", str(base), "--trials", "200", "--tuner", "random",
+    process = subprocess.Popen([*TRACELINK, "tune", str(base), "--no-strategies", "--trials", "200", "--tuner", "random",
                                 "--config", str(config), "-o", str(tmp_path / "spec.mlir")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and (not trials.exists() or len(trials.read_text().splitlines()) < 4):
@@ -388,23 +388,23 @@ def test_bad_input_is_one_clear_line(work, tmp_path):
                        "  %r = arith.addf %a, %b : tensor<64xf32>\n"
                        "  return %r : tensor<64xf32>\n}\n")
     run_profile(program, tmp_path / "add", repetitions=2)
-    assert "no tunable dispatch" in error_line(run_cli("tune", str(tmp_path / "add")))
+    assert "no tunable dispatch" in error_line(run_cli("tune", str(tmp_path / "add"), "--no-strategies"))
     # an empty space
     config = tmp_path / "empty.toml"
     config.write_text("[space]\nvector_m = [64]\nvector_n = [64]\n")
     base = fresh_copy(work["base"], tmp_path)
-    line = error_line(run_cli("tune", str(base), "--config", str(config), "-o", str(tmp_path / "s.mlir")))
+    line = error_line(run_cli("tune", str(base), "--no-strategies", "--config", str(config), "-o", str(tmp_path / "s.mlir")))
     assert "search space is empty" in line
     # not a profile directory
     assert "not a profile directory" in error_line(run_cli("diff", str(tmp_path), str(base)))
     # an unknown key names the file
     config.write_text("[space]\ntile_q = [1]\n")
-    assert "empty.toml" in error_line(run_cli("tune", str(base), "--config", str(config)))
+    assert "empty.toml" in error_line(run_cli("tune", str(base), "--no-strategies", "--config", str(config)))
     # every candidate failing to compile: logged per trial, then one error
     config.write_text("[space]\nmax_vector_bytes = 100000000\nregister_bytes = 100000000\ndistribution_m = [64]\n"
                       "distribution_n = [64]\nvector_m = [32]\nvector_n = [32, 64]\nvector_k = [64]\n")
     out = tmp_path / "failing"
-    line = error_line(run_cli("tune", str(base), "--config", str(config), "-o", str(out / "s.mlir")))
+    line = error_line(run_cli("tune", str(base), "--no-strategies", "--config", str(config), "-o", str(out / "s.mlir")))
     assert "every candidate failed" in line
     rows = list(csv.DictReader((base / "tune" / "trials.csv").open()))
     failed = [r for r in rows if r["tuner"] != "default"]
@@ -528,7 +528,7 @@ def test_tune_states_the_tunable_share_and_skips_in_one_line(chain, tmp_path):
     run_profile(chain / "chain.mlir", profile, repetitions=3)
     config = tmp_path / "small.toml"
     config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 2\n")
-    done = run_cli("tune", str(profile), "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config), "--json")
+    done = run_cli("tune", str(profile), "--no-strategies", "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config), "--json")
     assert "Traceback" not in done.stderr, done.stderr
     skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped ")]
     assert any("no tunable root op" in line for line in skipped), done.stderr
@@ -560,7 +560,7 @@ def test_convnet_hottest_convolution_is_tuned_applied_and_verified(tmp_path):
     config.write_text("[space]\ndistribution_img0 = [4, 8]\ndistribution_img1 = [32]\ndistribution_oc = [16]\n"
                       "vector_img1 = [4, 8]\nvector_oc = [4, 8]\nvector_ic = [8]\n"  # near IREE's default
                       "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nconfirm_top = 2\nconfirm_rounds = 6\n")
-    done = run_cli("tune", str(base), "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
+    done = run_cli("tune", str(base), "--no-strategies", "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
     assert done.returncode == 0, done.stderr
     share = next(line for line in done.stderr.splitlines() if line.startswith("tunable: "))
     assert float(share.split()[1].rstrip("%")) > 90, done.stderr  # the convolutions are most of the time
@@ -617,7 +617,7 @@ def test_a_reduction_generic_is_tuned_through_its_configured_executable(tmp_path
     config.write_text("[space]\ndistribution_p0 = [16]\ndistribution_p1 = [14]\ndistribution_p2 = [28]\n"
                       "vector_p0 = [8, 16]\nvector_p1 = [1]\nvector_p2 = [1, 4]\n"
                       "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nconfirm_top = 2\nconfirm_rounds = 6\n")
-    done = run_cli("tune", str(base), "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
+    done = run_cli("tune", str(base), "--no-strategies", "--top", "1", "--trials", "4", "--rounds", "0", "--config", str(config))
     assert done.returncode == 0, done.stderr
     summary = list(csv.DictReader((base / "tune" / "summary.csv").open()))
     assert summary[0]["export"] == reduction.export and summary[0]["selected"] == "True", summary
@@ -742,7 +742,7 @@ def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag
                 compile=CompileOptions(tuning_spec=write_spec([Choice(big, POOR)], tmp_path / "poor.mlir")))
     config = tmp_path / "small.toml"
     config.write_text(SMALL_SPACE.replace("baselines = false", "validate_rounds = 0") + "[search]\nbatch_size = 2\n")
-    done = run_cli("tune", str(base), "--top", "2", "--trials", "3", "--rounds", "8", "--config", str(config), "--json")
+    done = run_cli("tune", str(base), "--no-strategies", "--top", "2", "--trials", "3", "--rounds", "8", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     document = validated(done.stdout)
     # 6 trials in rounds of 2: one round each (warm-up), the rest to the dispatch with ~99 % of the time
@@ -782,7 +782,7 @@ def test_when_nothing_is_tuned_the_flag_baselines_are_timed_and_reported(tmp_pat
     config = tmp_path / "scalar.toml"
     config.write_text("[space]\ndistribution_m = [32]\ndistribution_n = [32]\nvector_m = [1]\nvector_n = [1]\nvector_k = [1]\n"
                       "[search]\nbatch_size = 2\n[measure]\nrepetitions = 3\n[select]\nvalidate_rounds = 0\n")
-    done = run_cli("tune", str(base), "--trials", "2", "--rounds", "4", "--config", str(config), "--json")
+    done = run_cli("tune", str(base), "--no-strategies", "--trials", "2", "--rounds", "4", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     document = validated(done.stdout)
     assert document["spec"] is None and not any(d["selected"] for d in document["dispatches"])

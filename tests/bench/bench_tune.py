@@ -17,8 +17,16 @@
    over the best flag baseline, each with a 95 % interval from the per-round ratios. Target: >= 1.2x over
    the default on at least one real model, never below 1.0 with confidence.
 
+4. Strategies on real weights: squeezenet 1.0, inception_v1 and resnet50 from ONNX's light models, their
+   splat weights replaced by seeded random ones (../shared/tools/materialize_weights.py). `tracelink
+   profile`, then `tracelink tune` with its default budget (strategy search, then tiles on the winner);
+   then IREE's default build, every single option set the strategy search built and checked, and the
+   build tune hands over run alternately: each one's speedup over the default with a 95 % interval, and
+   tune's build over the best single option set of the same rounds. Targets: tune's build >= 5x, 5x, 2x
+   the default, and not significantly slower than the best single option set.
+
 Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
-       [--race-budget 24] [--race-seeds 3] [--workloads NAME ...]
+       [--race-budget 24] [--race-seeds 3] [--workloads NAME ...] [--real NAME ...] [--budget 20m]
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from rich.console import Console
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
+from tests.conftest import SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
 from tracelink import TracelinkError  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
@@ -270,6 +278,67 @@ def end_to_end(name: str, program: Path, run: tuple[str, list[str], list[str]], 
                   + (f"\n  warning: {over_default['load_warning']}" if over_default["load_warning"] else ""))
 
 
+LIGHT = Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
+REAL_MODELS = {  # name: (light model, the speedup over IREE's default that tune's build must reach)
+    "squeezenet": (LIGHT / "light_squeezenet.onnx", 5.0),
+    "inception_v1": (WORKLOADS / "light_inception_v1.onnx", 5.0),
+    "resnet50": (WORKLOADS / "light_resnet50.onnx", 2.0),
+}
+
+
+def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Console) -> None:
+    """Profile and tune a real-weight model, then race the default, every single option set and tune's build."""
+    light, target = REAL_MODELS[name]
+    work = out / f"real_{name}"
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / f"{name}.onnx"
+    if not model.exists():
+        subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(light), str(model)],
+                       check=True, capture_output=True)
+    base = work / "base"
+    started = time.perf_counter()
+    if not (base / "profile.json").exists():
+        run_profile(model, base, repetitions=args.repetitions)
+    profiled = time.perf_counter() - started
+    started = time.perf_counter()
+    done = subprocess.run([*TRACELINK, "tune", str(base), "--budget", args.budget, "--json",
+                           *(["--resume"] if (base / "tune" / "strategies.json").exists() else [])],
+                          capture_output=True, text=True)
+    console.print(f"profile {profiled:.0f} s, tune {time.perf_counter() - started:.0f} s (budget {args.budget})")
+    if done.returncode != 0:
+        console.print(f"tune failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        return
+    document = json.loads(done.stdout)
+    apply = document["apply"]
+    console.print(f"apply it: {' '.join(apply['flags']) if apply else '(the default build)'}", soft_wrap=True)
+    strategies = document["strategies"]["strategies"]
+    singles = {e["name"]: base / "tune" / "strategies" / e["name"] / "app.vmfb" for e in strategies
+               if "+" not in e["name"] and e["status"] in ("faster", "not faster")}
+    profile = load_profile(base)
+    builds = {"default": profile.artifacts / "app.vmfb", **singles}
+    if apply:
+        builds["tune's build"] = Path(apply["vmfb"])
+    runs = [lambda _, v=v: time_program(v, profile.summary["function"], run_inputs(profile), run_parameters(profile),
+                                        5, 600.0) for v in builds.values()]
+    times = dict(zip(builds, alternate(runs, args.rounds)))
+    for build, series in times.items():
+        check = summarize(times["default"], series)
+        console.print(f"  {build:>16}: {np.median(series) / 1e6:8.1f} ms  {check['speedup']:5.2f}x the default "
+                      f"(95% CI {check['ci_low']:.2f}-{check['ci_high']:.2f})")
+    for entry in strategies:
+        if entry["status"] not in ("faster", "not faster"):
+            console.print(f"  {entry['name']:>16}: {entry['status']} ({entry['reason']})", soft_wrap=True)
+    tuned = times.get("tune's build", times["default"])
+    over = summarize(times["default"], tuned)
+    best = max(singles, key=lambda b: summarize(times["default"], times[b])["speedup"], default=None)
+    line = f"  tune's build {over['speedup']:.2f}x the default: target >= {target:g}x -> {'met' if over['speedup'] >= target else 'NOT met'}"
+    if best is not None:
+        versus = summarize(times[best], tuned)
+        line += (f"; over the best single option set ({best}): {versus['speedup']:.2f}x (95% CI {versus['ci_low']:.2f}-"
+                 f"{versus['ci_high']:.2f}) -> {'slower!' if versus['ci_high'] < 1 else 'not slower'}")
+    console.print(line + (f"\n  warning: {over['load_warning']}" if over["load_warning"] else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "out" / "bench_tune")
@@ -283,6 +352,8 @@ def main() -> None:
     parser.add_argument("--race-programs", nargs="*", default=list(RACE_PROGRAMS), help="programs of the live race")
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS_E2E), help="end-to-end workloads to run")
     parser.add_argument("--skip-search", action="store_true")
+    parser.add_argument("--real", nargs="*", default=list(REAL_MODELS), help="real-weight models of the strategy section")
+    parser.add_argument("--budget", default="20m", help="tune's --budget for each real-weight model")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     console = Console(highlight=False)
@@ -298,6 +369,12 @@ def main() -> None:
         try:
             end_to_end(name, program, run, args.out, args, console)
         except Exception as error:  # one workload failing is reported, the others go on
+            console.print(f"{name}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+    for name in args.real:
+        console.rule(f"strategies on real weights ({name})")
+        try:
+            strategies_real(name, args.out, args, console)
+        except Exception as error:  # one model failing is reported, the others go on
             console.print(f"{name}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
 
 

@@ -20,10 +20,14 @@ TUNER_NAMES = ("xgb", "random", "grid")
 def register(subparsers: argparse._SubParsersAction) -> None:
     tune = subparsers.add_parser(
         "tune",
-        help="search tile configs of the hottest dispatches and write a tuning spec",
-        description="Search tile configurations (workgroup, vector and reduction tile sizes) of the hottest "
-        "tunable dispatches of a profile, verify and time each candidate against the default config, and "
-        "write one transform-dialect tuning spec with the configs that are significantly faster.",
+        help="search IREE's lowering strategies, then tile configs of the hottest dispatches",
+        description="First search IREE's whole-program lowering strategies (im2col, channels-last, data tiling, "
+        "ukernels, conv data tiling, transpose propagation and their combinations): each is compiled, its "
+        "outputs checked against the default build's and timed against it in alternating rounds "
+        "(<profile>/tune/strategies.json, with what each faster strategy did to every source line). Then "
+        "search tile configurations (workgroup, vector and reduction tile sizes) of the hottest tunable "
+        "dispatches of the winning strategy's build, verify and time each candidate against the default "
+        "config, and write one transform-dialect tuning spec with the configs that are significantly faster.",
     )
     tune.add_argument("profile", type=Path, help="profile directory written by 'tracelink profile'")
     which = tune.add_mutually_exclusive_group()
@@ -36,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
     tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
                       "0: skip it and the per-config in-program check)")
+    tune.add_argument("--budget", type=_duration, help="wall-clock time for the whole search, e.g. 20m, 900s, 1h "
+                      "(default 20m; a number alone is minutes); what was measured when it runs out is kept")
+    tune.add_argument("--no-strategies", action="store_true", help="skip the strategy search: tile configs of the "
+                      "profiled build only")
     tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
     tune.set_defaults(handler=run_tune)
 
@@ -58,6 +66,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.set_defaults(handler=run_diff)
 
 
+def _duration(text: str) -> float:
+    """Seconds of a --budget value: a number with s, m or h (minutes when no unit is given)."""
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    unit = text[-1:].lower() if text[-1:].lower() in scale else "m"
+    try:
+        value = float(text[:-1] if text[-1:].lower() in scale else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 20m, 900s, 1h)") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"the budget must be a positive duration, got {text!r}")
+    return value * scale[unit]
+
+
 def _positive(value: int | None, flag: str) -> None:
     if value is not None and value < 1:
         raise TracelinkError(f"{flag} must be at least 1, got {value}")
@@ -71,7 +92,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
     from tracelink.profile_dir import load_profile
     from tracelink.tune.config import load_config
-    from tracelink.tune.run import tune_profile
+    from tracelink.tune.session import tune_session
     from tracelink.tune.spec import SPEC_HEADER
 
     _positive(args.top, "--top")
@@ -91,6 +112,10 @@ def run_tune(args: argparse.Namespace) -> int:
         config.select.program_rounds = args.rounds
         if args.rounds == 0:
             config.select.validate_rounds = 0
+    if args.budget is not None:
+        config.budget_s = args.budget
+    if args.no_strategies:
+        config.strategy.enabled = False
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
     console = TerminalConsole(stderr=True, highlight=False)
@@ -99,12 +124,16 @@ def run_tune(args: argparse.Namespace) -> int:
             profile = load_profile(args.profile)
             if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
                 raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
-            outcomes, tuning, check = tune_profile(profile, config, args.dispatch, args.resume, args.output, console)
+            session = tune_session(profile, config, args.dispatch, args.resume, args.output, console,
+                                   _profile_builder(profile, console))
     except KeyboardInterrupt:
-        console.print(f"interrupted: finished trials are kept in {args.profile / 'tune' / 'trials.csv'} "
-                      "(continue with --resume)", markup=False)
+        console.print(f"interrupted: what was measured is kept in {args.profile / 'tune'} (strategies.json, "
+                      "trials.csv; continue with --resume)", markup=False)
         raise
     out = TerminalConsole(highlight=False, stderr=args.json)
+    if session.strategies is not None:
+        _print_strategies(out, session.strategies)
+    outcomes, tuning, check = session.outcomes, session.tuning, session.check
     for o in outcomes:
         line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
@@ -122,11 +151,15 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"  inside the program: {o.program_speedup:.2f}x (95% CI {o.program_ci_low:.2f}-{o.program_ci_high:.2f})")
         if o.note:
             out.print(f"  {o.note}", markup=False)
-    trials = args.profile / "tune" / "trials.csv"
+    if session.tile_note:
+        out.print(session.tile_note, markup=False, soft_wrap=True)
+    trials = session.tuned_profile.directory / "tune" / "trials.csv"
     # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its import
     program = profile.summary.get("model") or profile.manifest.get("input", "<program>")
+    strategy = session.strategies.winner.name if session.strategies and session.strategies.winner else None
+    against = f"the {strategy} build" if strategy else "the default"
     if check is not None and check["tuned"]:
-        out.print(f"whole program with the tuning: {check['verdict']}, {check['speedup']:.2f}x "
+        out.print(f"whole program with the tuning over {against}: {check['verdict']}, {check['speedup']:.2f}x "
                   f"(95% CI {_interval(check) or 'none'}, {check['rounds']} alternating rounds)")
         _print_baselines(out, check["baselines"])
         if check["flags"]:
@@ -134,39 +167,126 @@ def run_tune(args: argparse.Namespace) -> int:
         if check["load_warning"]:
             out.print(f"warning: {check['load_warning']}")
     if check is not None and not check["tuned"]:  # nothing was kept: what the flag baselines alone do
-        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials}); "
-                  "IREE's flag baselines against the profiled build:", markup=False, soft_wrap=True)
+        out.print(f"no configuration was significantly faster than {against}; no spec written (trials: {trials})",
+                  markup=False, soft_wrap=True)
+        if check["baselines"]:
+            out.print("IREE's flag baselines against the profiled build:", markup=False)
         _print_baselines(out, check["baselines"])
         warning = next((b["load_warning"] for b in check["baselines"].values() if b["load_warning"]), None)
         if warning:
             out.print(f"warning: {warning}")
         if check["best"]:
-            flags = " ".join(f"--compile-flag={flag}" for flag in check["best_flags"])
-            out.print(f"the flag baseline {check['best']} is faster; use it: tracelink profile {program} {flags}",
+            flags = " ".join(_compile_flag(flag) for flag in check["best_flags"])
+            out.print(f"the flag baseline {check['best']} is faster; use it: tracelink profile {_quote(program)} {flags}",
                       markup=False, soft_wrap=True)
     elif tuning is None and check is not None and check["flags"] and check["flags"]["verdict"] == "flags":
-        flags = " ".join(f"--compile-flag={flag}" for flag in check["flags"]["flags"])
+        flags = " ".join(_compile_flag(flag) for flag in check["flags"]["flags"])
         out.print(f"the flag baseline {check['flags']['baseline']} is the better choice; no spec written (trials: "
                   f"{trials})", markup=False, soft_wrap=True)
-        out.print(f"use it: tracelink profile {program} {flags}", markup=False, soft_wrap=True)
+        out.print(f"use it: tracelink profile {_quote(program)} {flags}", markup=False, soft_wrap=True)
     elif tuning is None and check is not None:
-        out.print(f"the tuning does not make the whole program significantly faster; no spec written (trials: {trials})")
-    elif tuning is None:
-        out.print(f"no configuration was significantly faster than the default; no spec written (trials: {trials})")
-    else:
+        out.print(f"the tuning does not make the whole program significantly faster than {against}; no spec written "
+                  f"(trials: {trials})", markup=False, soft_wrap=True)
+    elif tuning is None and outcomes:
+        out.print(f"no configuration was significantly faster than {against}; no spec written (trials: {trials})",
+                  markup=False, soft_wrap=True)
+    elif tuning is not None:
         if tuning.spec is not None:
             out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
         if tuning.configurations is not None:
             out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
+    if tuning is not None or strategy:
         # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
-        how = " ".join(f"--tuning-spec {flag.split('=', 1)[1]}" if flag.startswith("--iree-codegen-tuning-spec-path=")
-                       else f"--compile-flag={flag}" for flag in tuning.flags())
-        out.print(f"apply it: tracelink profile {program} {how}", markup=False, soft_wrap=True)
+        how = " ".join(_compile_flag(flag) for flag in session.apply_flags())
+        out.print(f"apply it: tracelink profile {_quote(program)} {how}", markup=False, soft_wrap=True)
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
-        print(dump(tune_document(outcomes, tuning.spec if tuning else None, check, trials)))
+        document = tune_document(outcomes, tuning.spec if tuning else None, check, trials)
+        document["strategies"] = session.strategies.document() if session.strategies else None
+        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build())}
+                             if tuning or strategy else None)
+        print(dump(document))
     return 0
+
+
+def _compile_flag(flag: str) -> str:
+    """A flag as `tracelink profile` takes it: a tuning spec as --tuning-spec, any other as --compile-flag=."""
+    if flag.startswith("--iree-codegen-tuning-spec-path="):
+        return f"--tuning-spec {_quote(flag.split('=', 1)[1])}"
+    return _quote(f"--compile-flag={flag}")
+
+
+def _quote(text: object) -> str:
+    import shlex
+
+    return shlex.quote(str(text))
+
+
+def _print_strategies(out, result) -> None:
+    """The strategy table (one line per candidate), the winner and the lines each faster strategy changed most."""
+    from rich.table import Table
+
+    table = Table(title="lowering strategies against the default build (outputs checked, alternating rounds)")
+    for column in ("strategy", "status", "speedup", "95% CI", "why"):
+        table.add_column(column, justify="right" if column in ("speedup", "95% CI") else "left")
+    for entry in sorted(result.document()["strategies"], key=lambda e: -(e["ratio"] or 0)):
+        ci = entry["ci"]
+        table.add_row(entry["name"], entry["status"], f"{entry['ratio']:.2f}x" if entry["ratio"] else "",
+                      f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "", entry["reason"])
+    out.print(table)
+    if all(c.status == "not run" for c in result.candidates):
+        out.print("no strategy was measured (the --budget ran out first)", markup=False)
+    elif result.winner is None:
+        out.print("no strategy was significantly faster than the default build; the tile search runs on it", markup=False)
+    else:
+        out.print(f"winning strategy: {result.winner.name}, {result.winner.reason}", markup=False, soft_wrap=True)
+    for name in result.profiles:
+        rows = sorted((r for r in result.per_line if r["strategy"] == name), key=lambda r: -r["base_ns"])[:5]
+        if rows:
+            out.print(f"  {name}, the hottest lines of the default build: " + "; ".join(
+                f"{Path(r['file']).name}:{r['line']} {r['op_kind']} {r['ratio']:.2f}x" for r in rows),
+                markup=False, soft_wrap=True)
+
+
+def _profile_builder(base, console):
+    """Profile the base profile's program (the file the user gave) again with extra flags into a directory,
+    with the base's function, inputs, repetitions and compile options: how each faster strategy gets
+    its own profile for the per-line table and the tile search."""
+    def build(flags: list[str], directory: Path) -> Path:
+        from tracelink.atomic import remove_path
+        from dataclasses import fields
+
+        from tracelink.compile import CompileOptions
+        from tracelink.options import ProfileOptions
+        from tracelink.pipeline import profile as run_pipeline
+        from tracelink.profile_dir import load_profile
+        from tracelink.tune.diff import run_inputs, run_parameters
+
+        recorded = base.manifest.get("compiler", {}).get("options", {})
+        compile_options = CompileOptions(**{f.name: recorded[f.name] for f in fields(CompileOptions) if f.name in recorded})
+        if compile_options.tuning_spec:
+            compile_options.tuning_spec = Path(compile_options.tuning_spec)
+        compile_options.extra_flags = [*compile_options.extra_flags, *flags]
+        summary = base.summary
+        options = ProfileOptions(function=summary["function"], inputs=run_inputs(base), parameters=run_parameters(base),
+                                 repetitions=int(summary.get("repetitions", 10)), warmup=int(summary.get("warmup", 1)),
+                                 collector="hal", compile=compile_options, force=True)
+        if directory.exists():
+            try:  # a profile of an earlier (resumed) session built with these flags serves again
+                earlier = load_profile(directory)
+                if earlier.manifest.get("compiler", {}).get("options", {}).get("extra_flags") == compile_options.extra_flags:
+                    return directory
+            except TracelinkError:
+                pass
+            remove_path(directory, base.directory)
+        # the file the user gave (an .onnx: imported again, so its node locations match the base's); a
+        # Python model (model.py:make) is profiled again from the MLIR it was exported to
+        model = Path(str(summary.get("model") or ""))
+        run_pipeline(model if model.is_file() else Path(summary["program"]), directory, options, console)
+        return directory
+
+    return build
 
 
 def _print_baselines(out, baselines: dict) -> None:

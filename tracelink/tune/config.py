@@ -1,4 +1,4 @@
-"""The tune configuration: a TOML file with [space], [search], [measure] and [select] tables.
+"""The tune configuration: a TOML file with [space], [search], [measure], [select] and [strategy] tables.
 
 Every key is optional; command-line options override the file. See examples/tune.toml.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 from tracelink import TracelinkError
 from tracelink.tune.measure import MeasureOptions
 from tracelink.tune.space import SpaceOptions
+from tracelink.tune.strategy import OPTIONS, StrategyOptions
 from tracelink.tune.tuners import TUNERS
 
 
@@ -51,6 +52,8 @@ class TuneConfig:
     search: SearchOptions = field(default_factory=SearchOptions)
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     select: SelectOptions = field(default_factory=SelectOptions)
+    strategy: StrategyOptions = field(default_factory=StrategyOptions)
+    budget_s: float = 1200.0  # wall-clock seconds for the strategy search and the tile search together
     source: Path | None = None
 
 
@@ -78,13 +81,22 @@ def load_config(path: Path | None) -> TuneConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
         raise TracelinkError(f"{path}: invalid TOML: {error}") from error
-    unknown = sorted(set(data) - {"space", "search", "measure", "select"})
+    unknown = sorted(set(data) - {"space", "search", "measure", "select", "strategy"})
     if unknown:
-        raise TracelinkError(f"{path}: unknown table(s) {', '.join(unknown)} (expected [space], [search], [measure], [select])")
+        raise TracelinkError(f"{path}: unknown table(s) {', '.join(unknown)} "
+                             "(expected [space], [search], [measure], [select], [strategy])")
     config.space = SpaceOptions.from_table(data.get("space", {}), str(path))
     config.measure = MeasureOptions.from_table(data.get("measure", {}), str(path))
     _fill(config.search, data.get("search", {}), "search", str(path))
     _fill(config.select, data.get("select", {}), "select", str(path))
+    _fill(config.strategy, data.get("strategy", {}), "strategy", str(path))
+    names = {option.name for option in OPTIONS}
+    if any(name not in names for name in config.strategy.only):
+        raise TracelinkError(f"{path}: [strategy] only names unknown option(s) "
+                             f"{', '.join(sorted(set(config.strategy.only) - names))} (options: {', '.join(sorted(names))})")
+    for name, flags in config.strategy.extra.items():
+        if not (isinstance(flags, list) and flags and all(isinstance(f, str) and f.startswith("-") for f in flags)):
+            raise TracelinkError(f"{path}: [strategy.extra] {name} must be a list of iree-compile flags, got {flags!r}")
     if config.search.tuner not in TUNERS:
         raise TracelinkError(f"{path}: [search] tuner must be one of {', '.join(TUNERS)}, got '{config.search.tuner}'")
     if config.search.batch_size < 1 or config.measure.repetitions < 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -256,15 +257,18 @@ def start_task(target: Target, config: TuneConfig, workdir: Path, log: TrialLog,
     return task
 
 
-def run_schedule(tasks: list[Task], budget: int, schedule_path: Path) -> None:
+def run_schedule(tasks: list[Task], budget: int, schedule_path: Path, deadline: float | None = None) -> None:
     """Spend ``budget`` trials (resumed ones included) on the tasks, one batch per round, each round to
     the task with the largest expected end-to-end gain (see ``schedule``); every round goes to
     ``schedule.csv``. A round is smaller than a batch when the budget per task is, so the warm-up
-    reaches every task. A task whose measuring fails stops with the error noted, the others go on."""
+    reaches every task. A task whose measuring fails stops with the error noted, the others go on.
+    No round starts after ``deadline`` (``time.monotonic()`` seconds; None: no time limit)."""
     rows = []
     progress = [task.progress for task in tasks]
     round_size = max(1, budget // max(len(tasks), 1))
     while (spent := sum(task.search.trials for task in tasks)) < budget:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         chosen = next_task(progress)
         if chosen is None:
             break
@@ -515,8 +519,10 @@ def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[
 
 
 def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
-                 spec_path: Path | None, console: Console) -> tuple[list[Outcome], Tuning | None, dict | None]:
-    """Tune the profile's hottest tunable dispatches.
+                 spec_path: Path | None, console: Console,
+                 deadline: float | None = None) -> tuple[list[Outcome], Tuning | None, dict | None]:
+    """Tune the profile's hottest tunable dispatches (no search round starts after ``deadline``, a
+    ``time.monotonic()`` value).
 
     Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run;
     when no config was kept, the flag baselines alone, see :func:`baselines_alone`)."""
@@ -543,7 +549,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
         with progress_bar(console) as progress:
             started = [begin(target, config, workdir, log, pool, progress, console, history) for target in targets]
             tasks = [task for task in started if isinstance(task, Task)]
-            run_schedule(tasks, config.search.n_trial * len(targets), workdir / "schedule.csv")
+            run_schedule(tasks, config.search.n_trial * len(targets), workdir / "schedule.csv", deadline)
             if len(tasks) > 1:
                 console.print("trials by expected end-to-end gain: " + ", ".join(
                     f"{escape(t.outcome.export)} {t.search.trials}" for t in tasks), soft_wrap=True)
