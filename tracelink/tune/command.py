@@ -327,7 +327,6 @@ def _ms(value: float) -> str:
 
 def run_diff(args: argparse.Namespace) -> int:
     from rich.table import Table
-    from rich.text import Text
 
     from tracelink.textsafe import TerminalConsole
     from tracelink.tune.diff import diff_profiles, write_diff
