@@ -92,7 +92,10 @@ def test_device_time_is_within_wall_time_and_overhead_is_apart(vulkan):
     assert times["dispatch_ns_per_iteration"] == pytest.approx(per_iteration.median())
     parts = [times[f"{part}_ns_per_iteration"] for part in ("dispatch", "queue", "submit", "host")]
     assert all(part >= 0 for part in parts)
-    assert times["dispatch_ns_per_iteration"] + times["queue_ns_per_iteration"] <= times["wall_ns_per_iteration"]
+    # lavapipe's device timestamps are the CPU's, written by worker threads that a loaded machine preempts
+    # between a timestamp and the work: a device interval then reads longer than the host period around it
+    # (1.12x seen at load average 15); a device busier than the run's wall time by more is a wrong clock
+    assert times["dispatch_ns_per_iteration"] + times["queue_ns_per_iteration"] <= 1.25 * times["wall_ns_per_iteration"]
     # each measured device execute spans its dispatches (device clock), read from the records themselves
     executes = {r["submission_id"]: r["duration_ns"] for r in jsonl_records(vulkan, "queue_device_event") if r["op"] == "execute"}
     by_submission: dict[int, int] = {}
