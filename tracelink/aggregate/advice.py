@@ -118,11 +118,15 @@ def _per_line(rows: object, names: set[str]) -> pd.DataFrame:
         base, tried = _number(row.get("base_ns"), f"{where}.base_ns"), _number(row.get("strategy_ns"), f"{where}.strategy_ns")
         if base < 0 or tried < 0:
             raise BadStrategies(f"{where}: a negative time")
+        # tune's ratio is diff's speedup (the geometric mean of per-round ratios, steadier on a loaded
+        # machine than the ratio of the medians); the strategy's time is re-expressed through it, so sums
+        # over lines and op kinds weigh each row by its base time and one row reads the ratio tune printed
+        given = row.get("ratio")
+        valid = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given) and given > 0
+        ratio = float(given) if valid else (base / tried if tried > 0 else math.inf if base > 0 else 1.0)
         out.append({
             "file": _text(row.get("file"), f"{where}.file"), "line": line, "op_kind": _text(row.get("op_kind"), f"{where}.op_kind"),
-            "strategy": strategy, "base_ns": base, "strategy_ns": tried,
-            # the ratio is recomputed from the times it stands for, so the two cannot disagree
-            "ratio": base / tried if tried > 0 else math.inf if base > 0 else 1.0,
+            "strategy": strategy, "base_ns": base, "strategy_ns": base / ratio if math.isfinite(ratio) else tried, "ratio": ratio,
         })
     return pd.DataFrame(out, columns=["file", "line", "op_kind", "strategy", "base_ns", "strategy_ns", "ratio"])
 
