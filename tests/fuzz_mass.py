@@ -366,7 +366,7 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
     from tracelink.outdir import claim_output, locked
     from tracelink.report.command import run_report_command
     from tracelink.repro import run_repro_command
-    from tracelink.tune.command import run_diff
+    from tracelink.tune_command import run_diff
     from tracelink.tune.run import TrialLog, write_table
 
     def tune() -> None:

@@ -196,7 +196,7 @@ def test_outputs_agree_within_reassociation_and_not_beyond():
 def test_budget_durations():
     from argparse import ArgumentTypeError
 
-    from tracelink.tune.command import _duration
+    from tracelink.tune_command import _duration
 
     assert [_duration(text) for text in ("20", "20m", "90s", "1h", "0.5m")] == [1200.0, 1200.0, 90.0, 3600.0, 30.0]
     for bad in ("soon", "0", "-5m", "inf"):

@@ -21,10 +21,10 @@ from tracelink.textsafe import TerminalConsole
 COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("tracelink.profile_command", "compile, run and profile a program; map time to source lines"),
     "report": ("tracelink.report.command", "rebuild the HTML report and trace.json of a profile directory"),
-    "ingest": ("tracelink.collect.tracy.command", "fold a Tracy capture into a profile directory, or decode it"),
+    "ingest": ("tracelink.ingest_command", "fold a Tracy capture into a profile directory, or decode it"),
     "hook": ("tracelink.collect.hook_command", "run a command under the perf hook and print its statistics"),
-    "tune": ("tracelink.tune.command", "search tile configs of the hottest dispatches; write a tuning spec"),
-    "diff": ("tracelink.tune.command", "compare two profiles source op by source op"),
+    "tune": ("tracelink.tune_command", "search tile configs of the hottest dispatches; write a tuning spec"),
+    "diff": ("tracelink.tune_command", "compare two profiles source op by source op"),
     "repro": ("tracelink.repro", "write a standalone reproducer of one dispatch call site"),
 }
 

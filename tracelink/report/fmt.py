@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from lxml import etree
 
 from tracelink.collect.hal_losses import DISPATCH_STREAM
 from tracelink.textsafe import XML_INVALID
+
+if TYPE_CHECKING:
+    from tracelink.profile_dir import Profile
 
 
 def clean(text: str) -> str:
@@ -114,3 +118,8 @@ def el(parent: etree._Element | None, tag: str, attrib: dict | None = None, text
     if text is not None:
         node.text = clean(str(text))
     return node
+
+
+def concrete(step: str, profile: "Profile") -> str:
+    """A next step with its `tracelink tune PROFILE` pointing at this profile's directory."""
+    return step.replace("tracelink tune PROFILE", f"tracelink tune {profile.directory}")

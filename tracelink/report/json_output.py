@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from tracelink.profile_dir import Profile
-from tracelink.report.fmt import lower_bound_mark
-from tracelink.report.strategies import concrete, strategies_document
+from tracelink.report.fmt import concrete, lower_bound_mark
+from tracelink.report.strategies import strategies_document
 
 SCHEMA_VERSION = "tracelink/1"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "output.schema.json"

@@ -26,9 +26,8 @@ from tracelink.aggregate import op_line_shares
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
-from tracelink.report.fmt import lower_bound_mark, text_or_empty
+from tracelink.report.fmt import concrete, lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy, dump_path
-from tracelink.report.strategies import concrete
 from tracelink.report.textmap import strip_locations, text_ops
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 

@@ -125,9 +125,3 @@ def strategies_document(profile: Profile) -> dict | None:
         "per_line": [{"file": key[0], "line": int(key[1]), "base_ns": base_ns, "effects": tried} for key, base_ns, tried in ordered_effects(strategies, ["file", "line"])],
         "per_op_kind": [{"op_kind": key[0], "base_ns": base_ns, "effects": tried} for key, base_ns, tried in ordered_effects(strategies, ["op_kind"])],
     }
-
-
-def concrete(step: str, profile: Profile) -> str:
-    """A next step with its `tracelink tune PROFILE` pointing at this profile's directory."""
-    return step.replace("tracelink tune PROFILE", f"tracelink tune {profile.directory}")
-

@@ -23,9 +23,9 @@ from rich.table import Table
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
-from tracelink.report.fmt import flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, text_or_empty
+from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, text_or_empty
 from tracelink.report.model import short_export
-from tracelink.report.strategies import concrete, print_strategies
+from tracelink.report.strategies import print_strategies
 from tracelink.textsafe import TerminalConsole
 
 PATH_WIDTH = 30
