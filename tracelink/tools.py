@@ -139,6 +139,20 @@ def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, reap(process), stdout, stderr)
 
 
+def run_checked(command: list[str], timeout: float, subject: Path | str, doing: str) -> subprocess.CompletedProcess:
+    """:func:`run_tool`, with a time-out, a crash or a failure as one line naming ``subject``."""
+    try:
+        done = run_tool(command, timeout)
+    except subprocess.TimeoutExpired as error:
+        raise TracelinkError(f"{subject}: {doing} took over {timeout:g} s") from error
+    tool = Path(command[0]).name
+    if done.returncode < 0:
+        raise TracelinkError(f"{subject}: {tool} crashed ({signal_name(-done.returncode)}) {doing}")
+    if done.returncode != 0:
+        raise TracelinkError(f"{subject}: {tool} failed {doing}: {last_lines(done.stderr, 1)}")
+    return done
+
+
 def session_children() -> set[int]:
     """Direct children leading their own session: tools started by this process.
 

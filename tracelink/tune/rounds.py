@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 
-from tracelink import TracelinkError
-from tracelink.tools import tool_path
+from tracelink.tools import run_checked, tool_path
 from tracelink.collect.machine import machine_cores
 
 T = TypeVar("T")
@@ -117,13 +115,7 @@ def time_program(vmfb: Path, function: str, inputs: Sequence[str], parameters: S
     command = [tool_path("iree-benchmark-module"), f"--module={vmfb}", "--device=local-task", f"--function={function}",
                *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
                "--benchmark_min_time=1x", f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{vmfb}: timing the program took over {timeout:g} s") from error
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TracelinkError(f"{vmfb}: iree-benchmark-module failed: {last}")
+    done = run_checked(command, timeout, vmfb, "timing the program")
     report = json.loads(done.stdout[done.stdout.find("{"):])
     scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
     times = [row["real_time"] * scale[row.get("time_unit", "ns")] for row in report["benchmarks"]

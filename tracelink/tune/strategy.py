@@ -60,7 +60,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.profile_dir import Profile
-from tracelink.tools import tool_path
+from tracelink.tools import run_checked, tool_path
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
@@ -197,14 +197,7 @@ def _run(vmfb: Path, function: str, inputs: list[str], parameters: list[str], ex
          timeout: float) -> subprocess.CompletedProcess:
     command = [tool_path("iree-run-module"), f"--module={vmfb}", "--device=local-task", f"--function={function}",
                *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs), *extra]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{vmfb}: running the program took over {timeout:g} s") from error
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TracelinkError(f"{vmfb}: iree-run-module failed: {last}")
-    return done
+    return run_checked(command, timeout, vmfb, "running the program")
 
 
 def run_outputs(vmfb: Path, function: str, inputs: list[str], parameters: list[str], count: int, directory: Path,
