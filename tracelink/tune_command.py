@@ -238,7 +238,10 @@ def _print_strategies(out, result) -> None:
     if all(c.status == "not run" for c in result.candidates):
         out.print("no strategy was measured (the --budget ran out first)", markup=False)
     elif result.winner is None:
-        out.print("no strategy was significantly faster than the default build; the tile search runs on it", markup=False)
+        earlier = [c.name for c in result.candidates if c.status == "faster"]
+        out.print("no strategy was significantly faster than the default build in the final race; the tile search runs on it"
+                  + (f" ({', '.join(earlier)} read faster in an earlier, shorter race: rerun with more rounds on a quieter "
+                     "machine to settle it)" if earlier else ""), markup=False, soft_wrap=True)
     else:
         out.print(f"winning strategy: {result.winner.name}, {result.winner.reason}", markup=False, soft_wrap=True)
     for name in result.profiles:
