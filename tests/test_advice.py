@@ -127,8 +127,9 @@ def test_measured_advice_names_only_strategies_that_helped_the_line(conv_profile
     document = strategies_document(conv_profiles)
     ratios = {(row["strategy"], row["line"]): row["ratio"] for row in document["per_line"]}
     status = {row["name"]: row["status"] for row in document["strategies"]}
-    # what was measured: img2col made the convolution faster, channels-last slower
-    assert ratios[("img2col", CONV_LINE)] >= HELPED and ratios[("channels-last", CONV_LINE)] < 1, document
+    # what was measured: channels-last made the convolution slower (img2col's gain on this small conv
+    # depends on the machine: 2.5x on a loaded one, 1.0x on a quiet one; the advice follows either)
+    assert ratios[("channels-last", CONV_LINE)] < 1, document
     profile = with_strategies(conv_profiles["base"], document, tmp_path / "tuned")
     lines = profile.source_lines.set_index("line")
     for line in (CONV_LINE, OTHER_LINE):
@@ -141,7 +142,8 @@ def test_measured_advice_names_only_strategies_that_helped_the_line(conv_profile
     # the call sites read their lines: the convolution's dispatch names img2col
     sites = profile.call_sites
     conv = sites[sites["export"].str.contains("conv")].iloc[0]
-    assert conv["next_step"].startswith("img2col: ") and "channels-last" not in conv["next_step"].split("faster here")[0]
+    assert conv["next_step"].startswith("img2col: ") == (ratios[("img2col", CONV_LINE)] >= HELPED), conv["next_step"]
+    assert "channels-last: " not in conv["next_step"]
     # the same numbers with img2col "not faster" over the whole program: it is named nowhere as advice
     refused = json.loads(json.dumps(document))
     refused["strategies"][0]["status"] = "not faster"
@@ -158,13 +160,18 @@ def test_strategy_tables_in_summary_report_and_json(conv_profiles, tmp_path):
     profile = with_strategies(conv_profiles["base"], document, tmp_path / "tuned")
     text = summary_text(profile)
     assert "Compiler strategies measured by tracelink tune" in text and "img2col" in text and "channels-last" in text
+    ratios = {(row["strategy"], row["line"]): row["ratio"] for row in document["per_line"]}
+    # what helped each line, by the measured per-line ratios (img2col's gain on this small conv depends on
+    # the machine: 2.5x on a loaded one, 1.0x on a quiet one)
+    helps = {line: [name for name in STRATEGY_FLAGS if STATUSES[name] == "faster" and ratios[(name, line)] >= HELPED]
+             for line in (CONV_LINE, OTHER_LINE)}
     conv_row = next(line for line in text.splitlines() if f"conv_nchw.mlir:{CONV_LINE} " in line and "img2col" in line)
-    assert "(helps)" in conv_row.split("img2col")[1].split(",")[0]
+    assert ("(helps)" in conv_row.split("img2col")[1].split(",")[0]) == ("img2col" in helps[CONV_LINE])
     report = build_report(profile)
     page = lxml_html.fromstring(report.read_text())
     assert len(page.xpath("//table[@id='strategy-table']/tbody/tr")) == 2
     helped = {(cell.getparent().getparent().xpath("td")[0].text, cell.get("data-strategy")) for cell in page.xpath("//table[@id='strategy-lines']//span[contains(@class, 'helped')]")}
-    assert helped == {(f"conv_nchw.mlir:{CONV_LINE}", "img2col")}
+    assert helped == {(f"conv_nchw.mlir:{line}", name) for line, names in helps.items() for name in names}
     # `tracelink report --json` carries the same table, and validates against the schema
     done = subprocess.run([sys.executable, "-m", "tracelink.cli", "report", str(profile.directory), "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -172,9 +179,9 @@ def test_strategy_tables_in_summary_report_and_json(conv_profiles, tmp_path):
     jsonschema.validate(output, SCHEMA)
     assert output["command"] == "report"
     lines = {row["line"]: row for row in output["strategies"]["per_line"]}
-    assert [effect["strategy"] for effect in lines[CONV_LINE]["effects"] if effect["helped"]] == ["img2col"]
-    assert not any(effect["helped"] for effect in lines[OTHER_LINE]["effects"])
-    assert lines[CONV_LINE]["effects"][0]["ratio"] == pytest.approx(document["per_line"][0]["ratio"])
+    for line in (CONV_LINE, OTHER_LINE):
+        assert [effect["strategy"] for effect in lines[line]["effects"] if effect["helped"]] == helps[line]
+    assert lines[CONV_LINE]["effects"][0]["ratio"] == pytest.approx(max(ratios[(name, CONV_LINE)] for name in STRATEGY_FLAGS))
 
 
 @pytest.mark.parametrize("damage", ["not json {", '{"schema": 1, "base": {"flags": []}, "strategies": [{"name": "x"}]}', "link"])
