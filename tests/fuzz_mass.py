@@ -218,6 +218,7 @@ class Workspace:
     def open(cls, seeds: Path) -> Workspace:
         # in memory where there is /dev/shm: every input is a file written and read back
         scratch = Path(tempfile.mkdtemp(prefix="tracelink-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(scratch, True), exitpriority=0)  # workers skip atexit
         workspace = cls(seeds, scratch)
         workspace.record = (seeds / "record.tlhk").read_bytes()
         workspace.tracy_streams = [path.read_bytes() for path in sorted(seeds.glob("stream_*.bin"))]
