@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import multiprocessing.util
 import os
 import random
@@ -693,6 +694,10 @@ class ChunkResult:
 
 
 WORKSPACE: Workspace | None = None
+# Workers come from a fork server, not forked from this process: on a first run this process makes the
+# seeds with IREE's and MLIR's threads running, and a worker forked then can inherit a lock one of them
+# holds and wait on it forever (seen: every worker asleep on a futex, 0 inputs done).
+POOL = multiprocessing.get_context("forkserver")
 
 
 def start_worker(seeds: Path) -> None:
@@ -841,7 +846,7 @@ def run(total: int, targets: list[str], workers: int, seed: int, chunk_size: int
     lost: list[Chunk] = []
     chunks = plan(total, targets, chunk_size, first)
     planned, reported = sum(chunk.count for chunk in chunks), 0
-    with ProcessPoolExecutor(workers, initializer=start_worker, initargs=(seeds,)) as pool:
+    with ProcessPoolExecutor(workers, POOL, initializer=start_worker, initargs=(seeds,)) as pool:
         futures = [(chunk, pool.submit(run_chunk, chunk, seed)) for chunk in chunks]
         for chunk, future in futures:
             try:
@@ -855,7 +860,7 @@ def run(total: int, targets: list[str], workers: int, seed: int, chunk_size: int
                 failed = sum(t.unexpected for t in tallies.values())
                 print(f"{done:,} inputs, {failed} unexpected, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     for chunk in lost:
-        with ProcessPoolExecutor(1, initializer=start_worker, initargs=(seeds,)) as alone:
+        with ProcessPoolExecutor(1, POOL, initializer=start_worker, initargs=(seeds,)) as alone:
             try:
                 record(alone.submit(run_chunk, chunk, seed).result(), tallies[chunk.target], failures, seed)
             except BrokenProcessPool:
