@@ -361,15 +361,16 @@ def plant(directory: Path, relative: str, kind: str, decoy: Path) -> None:
 def write_command(command: str, directory: Path) -> Callable[[], object]:
     """The real command writing into ``directory`` (profile: its claim, which checks, locks and clears it;
     tune: its lock and the writers of its trials and schedule, not the search, which compiles)."""
-    from argparse import Namespace
-
     import pandas as pd
 
+    from tracelink.cli import build_parser
     from tracelink.outdir import claim_output, locked
-    from tracelink.report.command import run_report_command
-    from tracelink.repro import run_repro_command
-    from tracelink.tune_command import run_diff
     from tracelink.tune.run import TrialLog, write_table
+
+    def handle(*argv: str) -> None:
+        """The command's own handler on arguments its real parser read (no exit-code mapping)."""
+        args = build_parser(argv[0]).parse_args(list(argv))
+        args.handler(args)
 
     def tune() -> None:
         with locked(directory, trees=("tune",)):
@@ -378,9 +379,9 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
 
     return {
         "profile": lambda: claim_output(directory).release(),
-        "report": lambda: run_report_command(Namespace(directory=directory, output=None, source_root=[], no_sources=False, source_map=[])),
-        "repro": lambda: run_repro_command(Namespace(profile=directory, target="0", output=None)),
-        "diff": lambda: run_diff(Namespace(base=directory, tuned=directory, rounds=0, iterations=None, output=None, json=False)),
+        "report": lambda: handle("report", str(directory)),
+        "repro": lambda: handle("repro", str(directory), "0"),
+        "diff": lambda: handle("diff", str(directory), str(directory), "--rounds", "0"),
         "tune": tune,
     }[command]
 

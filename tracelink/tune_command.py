@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compare two profiles source line by source line",
         description="Compare two profiles of the same program (e.g. before and after tuning), matching source "
         "ops by source location. Both compiled programs run again alternately for --rounds rounds; per-op and "
-        "end-to-end speedups get 95%% intervals from the run-to-run variation, and differences whose interval "
+        "end-to-end speedups get 95% intervals from the run-to-run variation, and differences whose interval "
         "contains 1 are reported as no significant difference. Writes diff.csv.",
     )
     diff.add_argument("base", type=Path, help="profile directory of the baseline")
