@@ -13,7 +13,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink.ir_utils import attr, new_context, parse_file, symbol_name, walk
-from tracelink.provenance.regions import iteration_space
+from tracelink.provenance.regions import iteration_space, tensor_bytes
 
 
 @dataclass
@@ -30,6 +30,7 @@ class ExportInfo:
     configured_file: str
     benchmark_file: str
     target_file: str = ""  # a GPU export's target code in MLIR (SPIR-V for Vulkan), when dumped
+    binding_bytes: float | None = None  # bytes of every buffer view it binds, once; None when one is dynamic
 
 
 def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | None = None) -> dict[str, ExportInfo]:
@@ -60,6 +61,7 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
                 configured_file=str(configured.relative_to(artifacts)),
                 benchmark_file=str(benchmarks[0].relative_to(artifacts)) if benchmarks else "",
                 target_file=target_code(executables_dir, stem, name, artifacts),
+                binding_bytes=binding_bytes(functions.get(name)),
             )
     return exports
 
@@ -77,6 +79,15 @@ def root_op(function: ir.Operation | None) -> ir.Operation | None:
     configured = [op for op in walk(function) if "lowering_config" in op.attributes]
     candidates = configured or [op for op in walk(function) if op.name.startswith(("linalg.", "iree_linalg_ext."))]
     return max(candidates, key=iteration_space, default=None)
+
+
+def binding_bytes(function: ir.Operation | None) -> float | None:
+    """Bytes of the buffer views a dispatch function opens (``hal.interface.binding.subspan``), each once:
+    its compulsory traffic, read from the executable alone. None when a view is dynamic."""
+    if function is None:
+        return None
+    sizes = [tensor_bytes(op.results[0].type) for op in walk(function) if op.name == "hal.interface.binding.subspan"]
+    return sum(size for size, _ in sizes) if sizes and all(exact for _, exact in sizes) else None
 
 
 def op_shapes(op: ir.Operation) -> str:

@@ -118,7 +118,7 @@ def build_graph(
             f"export:{name}", kind="export", label=name, executable=info.executable, root_op=info.root_op,
             shapes=info.shapes, lowering_config=info.lowering_config, workgroup_size=info.workgroup_size,
             source_file=info.source_file, configured_file=info.configured_file, benchmark_file=info.benchmark_file,
-            target_file=info.target_file,
+            target_file=info.target_file, binding_bytes=info.binding_bytes if info.binding_bytes is not None else -1.0,
         )
         graph.add_edge(f"export:{name}", f"exe:{info.executable}", kind="defined_in")
     for site, region in zip(call_sites, match_regions(call_sites, regions)):
@@ -199,7 +199,12 @@ def resolve_source_ops(
 
 
 def match_regions(call_sites: list[CallSite], regions: list[DispatchRegion]) -> list[DispatchRegion | None]:
-    """Pair each call site with its dispatch region: same export and location, first unused in order."""
+    """Pair each call site with its dispatch region: same export and location, first unused in order; then
+    the sites left over (an export renamed after the flow phase) with unused regions at their location.
+
+    Exact pairs go first because later phases add dispatches dispatch creation never formed (data tiling's
+    pack and unpack dispatches carry the matmul's location): matched by location in program order, such a
+    dispatch would take the matmul's region and leave the matmul with none."""
     queues: dict[tuple[str | None, OpLocation], deque[int]] = defaultdict(deque)
     by_location: dict[OpLocation, deque[int]] = defaultdict(deque)
     for position, region in enumerate(regions):
@@ -210,16 +215,27 @@ def match_regions(call_sites: list[CallSite], regions: list[DispatchRegion]) -> 
     def take(queue: deque[int]) -> int | None:
         while queue and queue[0] in used:
             queue.popleft()
-        return queue.popleft() if queue else None
+        if not queue:
+            return None
+        used.add(queue[0])
+        return queue.popleft()
 
-    matched: list[DispatchRegion | None] = []
-    for site in call_sites:
-        found = take(queues[(site.export, site.location)])
-        found = take(by_location[site.location]) if found is None else found
-        if found is not None:
-            used.add(found)
-        matched.append(regions[found] if found is not None else None)
-    return matched
+    found = [take(queues[(site.export, site.location)]) for site in call_sites]
+    found = [take(by_location[site.location]) if position is None else position for site, position in zip(call_sites, found)]
+    return [regions[position] if position is not None else None for position in found]
+
+
+def cost_of(region: DispatchRegion) -> dict:
+    """A call site's cost model from its dispatch region."""
+    return {"flops": region.flops, "bytes": region.bytes, "cost_exact": region.cost_exact}
+
+
+def export_cost(export: dict) -> dict:
+    """The cost model of a call site dispatch creation never formed (data tiling's pack and unpack, added
+    later): no FLOPs, and the buffer views its executable binds as its traffic; a lower bound of 0 when a
+    view is dynamic or the executable was not read."""
+    moved = float(export.get("binding_bytes", -1.0))
+    return {"flops": 0.0, "bytes": max(moved, 0.0), "cost_exact": moved >= 0}
 
 
 def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, region: DispatchRegion | None) -> None:
@@ -231,8 +247,7 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
         loc=site.location.display(), function=site.function, phase=site.phase,
         root_op=region.root_op if region else graph.nodes.get(f"export:{site.export}", {}).get("root_op", "unknown"),
         region_matched=region is not None,
-        flops=region.flops if region else 0.0, bytes=region.bytes if region else 0.0,
-        cost_exact=region.cost_exact if region else False,
+        **(cost_of(region) if region else export_cost(graph.nodes.get(f"export:{site.export}", {}))),
     )
     if f"export:{site.export}" not in graph:
         graph.add_node(f"export:{site.export}", kind="export", label=site.export, executable="", root_op="unknown")

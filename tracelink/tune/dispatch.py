@@ -22,6 +22,9 @@ from tracelink.ir_utils import walk
 # Lowering-config fields the tuner searches; any other field of the default is kept as it is.
 TUNED_FIELDS = ("distribution", "vector_common_parallel", "vector_reduction")
 
+# Matmuls over packed (data-tiled) operands: their last three loops are the inner tiles.
+PACKED_MATMULS = ("linalg.mmt4d", "linalg.batch_mmt4d")
+
 # numpy dtype and HAL element type of the MLIR element types a harness can feed.
 ELEMENT_TYPES = {
     "f16": ("float16", "f16"),
@@ -109,6 +112,15 @@ class Dispatch:
             if loop.index in read:
                 total *= loop.size
         return total
+
+    @property
+    def fixed_loops(self) -> set[int]:
+        """Loops whose tiles a config must leave whole: the inner tile loops (M0, N0, K0) of a packed
+        matmul. Their sizes are the data layout's, and IREE 3.13's mmt4d lowering (ukernel or not)
+        computes wrong results or NaN when a config splits them (measured on a 256x384x512 matmul)."""
+        if self.root_op in PACKED_MATMULS:
+            return {loop.index for loop in self.loops[-3:]}
+        return set()
 
     @property
     def buffers(self) -> list[Binding]:

@@ -119,6 +119,8 @@ class TileSpace:
         """(knob name, config field, loop) of every tile size a dispatch's root op has."""
         slots = []
         for loop in dispatch.loops:
+            if loop.index in dispatch.fixed_loops:
+                continue
             if loop.kind == "parallel":
                 slots.append((f"distribution_{loop.role}", "distribution", loop.index))
             slots.append((f"vector_{loop.role}", FIELD_OF_KIND[loop.kind], loop.index))
