@@ -180,6 +180,27 @@ def test_combined_options_share_one_preprocessing_pipeline():
     assert both.count("--iree-opt-data-tiling") == 1
 
 
+def test_the_final_race_decides_and_an_unconfirmed_earlier_faster_is_not_kept():
+    # The advice names only strategies whose status is "faster"; when the last, longest race finds none
+    # faster, a "faster" from an earlier three-round race must not survive beside "no strategy was faster".
+    from tracelink.tune.strategy import OPTIONS, UNCONFIRMED, Candidate, settle
+
+    options = {option.name: option for option in OPTIONS}
+
+    def timed(name: str, stage: int, status: str, ratio: float) -> Candidate:
+        return Candidate(options[name], status, f"{ratio}x", ratio, [ratio - 0.1, ratio + 0.1], stage=stage)
+
+    early = timed("channels-last", 1, "faster", 1.4)
+    finalists = [timed("im2col", 3, "not faster", 1.05), timed("data-tiling", 3, "not faster", 0.98)]
+    assert settle([early, *finalists]) is None
+    assert early.status == "not faster" and early.reason.startswith(UNCONFIRMED)
+    # with a confirmed winner, an earlier race's "faster" stands: the machine agreed with itself
+    early = timed("channels-last", 1, "faster", 1.4)
+    winner = timed("im2col", 3, "faster", 2.5)
+    assert settle([early, winner, timed("data-tiling", 3, "faster", 1.2)]) is winner and early.status == "faster"
+    assert settle([Candidate(options["im2col"])]) is None  # nothing timed: no winner
+
+
 def test_outputs_agree_within_reassociation_and_not_beyond():
     reference = np.linspace(-2.0, 2.0, 1000, dtype=np.float32)
     rounded = reference * np.float32(1 + 2**-20)  # a reassociated f32 sum moves by rounding only

@@ -227,6 +227,8 @@ def _print_strategies(out, result) -> None:
     """The strategy table (one line per candidate), the winner and the lines each faster strategy changed most."""
     from rich.table import Table
 
+    from tracelink.tune.strategy import UNCONFIRMED
+
     table = Table(title="lowering strategies against the default build (outputs checked, alternating rounds)")
     for column in ("strategy", "status", "speedup", "95% CI", "why"):
         table.add_column(column, justify="right" if column in ("speedup", "95% CI") else "left")
@@ -238,7 +240,7 @@ def _print_strategies(out, result) -> None:
     if all(c.status == "not run" for c in result.candidates):
         out.print("no strategy was measured (the --budget ran out first)", markup=False)
     elif result.winner is None:
-        earlier = [c.name for c in result.candidates if c.status == "faster"]
+        earlier = [c.name for c in result.candidates if c.reason.startswith(UNCONFIRMED)]
         out.print("no strategy was significantly faster than the default build in the final race; the tile search runs on it"
                   + (f" ({', '.join(earlier)} read faster in an earlier, shorter race: rerun with more rounds on a quieter "
                      "machine to settle it)" if earlier else ""), markup=False, soft_wrap=True)

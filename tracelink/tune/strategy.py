@@ -116,6 +116,10 @@ def option_flags(option: Option) -> list[str]:
     return [*option.flags, *pipeline]
 
 
+# The reason of a strategy an earlier, shorter race found faster and the final race did not confirm.
+UNCONFIRMED = "read faster in an earlier race, not confirmed by the final race"
+
+
 @dataclass
 class Candidate:
     """A strategy being searched and what was measured of it (one entry of strategies.json)."""
@@ -314,10 +318,7 @@ class StrategySearch:
                                 f"{self.options.final_rounds} rounds", completed=0, total=1)
                 self._race(finalists, self.options.final_rounds, stage=3)
                 self.save()
-        timed = [c for c in self.result.candidates if c.ci is not None]
-        final = [c for c in timed if c.stage == max(c.stage for c in timed)] if timed else []
-        winners = [c for c in final if c.status == "faster"]
-        self.result.winner = max(winners, key=lambda c: c.ratio) if winners else None
+        self.result.winner = settle(self.result.candidates)
         self.save()
         return self.result
 
@@ -414,6 +415,21 @@ class StrategySearch:
             candidate.reason = (f"{check['speedup']:.2f}x the default build (95% CI {check['ci_low']:.2f}-"
                                 f"{check['ci_high']:.2f}, {check['rounds']} alternating rounds with "
                                 f"{len(racing)} build(s))")
+
+
+def settle(candidates: list[Candidate]) -> Candidate | None:
+    """The winner: the fastest of the significantly faster candidates of the last race (the longest).
+
+    When the last race found none faster, a candidate an earlier, shorter race found faster becomes
+    "not faster" (:data:`UNCONFIRMED`): the advice and the summary then agree that nothing was."""
+    timed = [c for c in candidates if c.ci is not None]
+    last = max((c.stage for c in timed), default=0)
+    winners = [c for c in timed if c.stage == last and c.status == "faster"]
+    if not winners:
+        for candidate in timed:
+            if candidate.status == "faster":
+                candidate.status, candidate.reason = "not faster", f"{UNCONFIRMED}: {candidate.reason}"
+    return max(winners, key=lambda c: c.ratio or 0.0) if winners else None
 
 
 def _best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
