@@ -109,3 +109,12 @@ def test_a_stablehlo_encoder_with_tensorflow_style_global_names_profiles(tmp_pat
     matmul_lines = set(lines.loc[lines["file"].str.endswith("bert.py") & (lines["total_ns"] > 0), "line"])
     assert {22, 23, 24, 25, 27, 31, 33} <= matmul_lines  # every dot_general's line got time
     assert {p.name.split(".")[0] for p in (tmp_path / "out" / "artifacts" / "phases").iterdir()} == {"bert_style"}
+
+
+def test_an_output_path_holding_an_at_sign_profiles_and_diffs(tmp_path):
+    # IREE's tools read --module=PATH@NAME as a native module's create function: such a path did not load
+    out = tmp_path / "runs@today" / "mlp"
+    profile = run_profile(REPO / "examples" / "mlp.mlir", out, repetitions=2)
+    assert (profile.call_sites["count"] > 0).all()
+    done = subprocess.run([*TRACELINK, "diff", str(out), str(out), "--rounds", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr

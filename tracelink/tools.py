@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import BinaryIO
 from pathlib import Path
 
 from iree.compiler import version as compiler_package
@@ -98,11 +99,29 @@ def guard_note(line: str) -> None:
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
     """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`),
     watched by the guard."""
-    with _RUNNING_LOCK:
-        process = subprocess.Popen(command, start_new_session=True, **popen_options)
-        _RUNNING.add(process.pid)
-        guard_note(f"+{process.pid}")
+    command, module = module_on_stdin(command) if popen_options.get("stdin") in (None, subprocess.DEVNULL) else (command, None)
+    if module is not None:
+        popen_options["stdin"] = module
+    try:
+        with _RUNNING_LOCK:
+            process = subprocess.Popen(command, start_new_session=True, **popen_options)
+            _RUNNING.add(process.pid)
+            guard_note(f"+{process.pid}")
+    finally:
+        if module is not None:
+            module.close()
     return process
+
+
+def module_on_stdin(command: list[str]) -> tuple[list[str], BinaryIO | None]:
+    """``command`` with a ``--module=PATH`` whose path holds an ``@`` read from standard input instead
+    (``--module=-``), and that file opened; IREE's tools cut ``PATH@NAME`` at the ``@`` (a native module's
+    create function), so such a path would not load."""
+    for position, argument in enumerate(command):
+        if argument.startswith("--module=") and "@" in argument and Path(argument.removeprefix("--module=")).is_file():
+            module = open(argument.removeprefix("--module="), "rb")  # noqa: SIM115 (closed once the tool has it)
+            return [*command[:position], "--module=-", *command[position + 1:]], module
+    return command, None
 
 
 def kill_group(process: subprocess.Popen, signal_number: int = signal.SIGKILL) -> None:
