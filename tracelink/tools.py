@@ -25,8 +25,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
 from pathlib import Path
+from typing import BinaryIO
 
 from iree.compiler import version as compiler_package
 
