@@ -32,7 +32,7 @@ def browser(tmp_path_factory):
     """A Playwright Chromium context on Debian's /usr/bin/chromium with a fresh profile, 1400×900."""
     if not CHROMIUM.is_file():
         pytest.fail("Chromium is not installed: apt-get install -y chromium (make test does it)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api  # a pinned test dependency: missing, the browser tests fail, not skip
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
