@@ -10,6 +10,8 @@ agrees with a separate `tracelink diff` of the two profiles."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +20,22 @@ import jsonschema
 import numpy as np
 import onnx
 import pytest
+from rich.console import Console
 
 from tests.conftest import REPO, SHARED, run_profile
+
+from tracelink.compile.targets import TARGET_FLAGS
+from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
+from tracelink.tune.compose import is_convolution, source_lines
 from tracelink.tune.rounds import alternate, summarize, time_program
-from tracelink.tune.strategy import STATUSES, outputs_agree
+from tracelink.tune.strategy import STATUSES, Budget, StrategyOptions, StrategySearch, outputs_agree
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
 SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
+TARGET = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host"]
 BF16 = [IM2COL, "--iree-global-opt-demote-contraction-inputs-type=bf16",
         "--iree-global-opt-demote-contraction-inputs-operations=all"]
 CONFIG = f"""
@@ -35,6 +43,7 @@ CONFIG = f"""
 only = ["im2col"]
 first_rounds = 4
 diff_rounds = 3
+compose = false  # composed on its own below, with a line marked slowed: a race would decide it here
 [strategy.extra]
 im2col-bf16 = {json.dumps(BF16)}
 [select]
@@ -223,3 +232,41 @@ def test_budget_durations():
     for bad in ("soon", "0", "-5m", "inf"):
         with pytest.raises(ArgumentTypeError):
             _duration(bad)
+
+
+def test_per_op_composition_leaves_a_slowed_convolution_to_the_default_lowering(tuned, tmp_path):
+    """The composition step on the real-weight model: with one convolution line marked slower under the
+    winner (im2col), the composed build converts every other convolution, computes what the default
+    build computes, and takes the winner's place only when its race says it is faster than the winner."""
+    base = tmp_path / "base"
+    shutil.copytree(tuned["base"], base, symlinks=True)  # the search writes its table there
+    profile = load_profile(base)
+    search = StrategySearch(profile, StrategyOptions(only=["im2col"], final_rounds=3), Budget(1200.0),
+                            Console(stderr=True), 600.0, resume=True)
+    im2col = search.result.candidates[0]
+    assert im2col.name == "im2col" and search._resumed(im2col) and im2col.vmfb is not None
+    search.result.winner = im2col
+    conv = next(row for row in tuned["strategies"]["per_line"] if row["op_kind"] == "onnx.Conv")
+    search.result.per_line = [{**conv, "strategy": "im2col", "ratio": 0.5}]
+    composed = search.compose()
+    assert composed is not None and composed.name == "per-op im2col" and composed.program.is_file()
+    convolutions = sum(1 for node in onnx.load(tuned["model"]).graph.node if node.op_type == "Conv")
+    assert f"im2col on {convolutions - 1} of {convolutions} convolutions" in composed.reason
+    # IREE's own preprocessing output of the composed program: a convolution left only on the marked line
+    phases = tmp_path / "phases"
+    subprocess.run([tool_path("iree-compile"), str(composed.program), *TARGET, "--mlir-print-debuginfo",
+                    "--compile-to=preprocessing", f"--dump-compilation-phases-to={phases}", "-o", str(tmp_path / "p.mlir")],
+                   check=True, capture_output=True)
+    module = parse_file(next(phases.glob("*.preprocessing.mlir")), new_context())
+    lines = {line for op in walk(module.operation) if is_convolution(op) for file, line in source_lines(op)
+             if file == conv["file"]}
+    assert lines == {conv["line"]}
+    function = profile.summary["function"]
+    reference = outputs(tuned["base"] / "artifacts" / "app.vmfb", function, tmp_path / "default.npy")
+    agree, why = outputs_agree([reference], [outputs(composed.vmfb, function, tmp_path / "composed.npy")], 1e-3)
+    assert agree, why
+    against = re.search(r"([0-9.]+)x the im2col build \(95% CI ([0-9.]+)-([0-9.]+)\)$", composed.reason)
+    assert against is not None, composed.reason
+    assert (search.result.winner is composed) == (composed.status == "faster" and float(against[2]) > 1)
+    written = json.loads((base / "tune" / "strategies.json").read_text())
+    assert next(e for e in written["strategies"] if e["name"] == "per-op im2col")["program"] == str(composed.program)

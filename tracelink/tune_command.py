@@ -154,8 +154,9 @@ def run_tune(args: argparse.Namespace) -> int:
     if session.tile_note:
         out.print(session.tile_note, markup=False, soft_wrap=True)
     trials = session.tuned_profile.directory / "tune" / "trials.csv"
-    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its import
-    program = profile.summary.get("model") or profile.manifest.get("input", "<program>")
+    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its
+    # import; a per-op composition that won is a rewritten program of its own
+    program = session.strategy_program() or profile.summary.get("model") or profile.manifest.get("input", "<program>")
     strategy = session.strategies.winner.name if session.strategies and session.strategies.winner else None
     against = f"the {strategy} build" if strategy else "the default"
     if check is not None and check["tuned"]:
@@ -258,7 +259,7 @@ def _profile_builder(base, console):
     """Profile the base profile's program (the file the user gave) again with extra flags into a directory,
     with the base's function, inputs, repetitions and compile options: how each faster strategy gets
     its own profile for the per-line table and the tile search."""
-    def build(flags: list[str], directory: Path) -> Path:
+    def build(flags: list[str], directory: Path, program: Path | None = None) -> Path:
         from tracelink.atomic import remove_path
         from dataclasses import fields
 
@@ -277,7 +278,7 @@ def _profile_builder(base, console):
         options = ProfileOptions(function=summary["function"], inputs=run_inputs(base), parameters=run_parameters(base),
                                  repetitions=int(summary.get("repetitions", 10)), warmup=int(summary.get("warmup", 1)),
                                  collector="hal", compile=compile_options, force=True)
-        if directory.exists():
+        if directory.exists() and program is None:
             try:  # a profile of an earlier (resumed) session built with these flags serves again
                 earlier = load_profile(directory)
                 if earlier.manifest.get("compiler", {}).get("options", {}).get("extra_flags") == compile_options.extra_flags:
@@ -288,7 +289,11 @@ def _profile_builder(base, console):
         # the file the user gave (an .onnx: imported again, so its node locations match the base's); a
         # Python model (model.py:make) is profiled again from the MLIR it was exported to
         model = Path(str(summary.get("model") or ""))
-        run_pipeline(model if model.is_file() else Path(summary["program"]), directory, options, console)
+        if program is None:
+            program = model if model.is_file() else Path(summary["program"])
+        elif directory.exists():
+            remove_path(directory, base.directory)
+        run_pipeline(program, directory, options, console)
         return directory
 
     return build

@@ -38,6 +38,11 @@ class Session:
         winner = self.strategies.winner if self.strategies else None
         return option_flags(winner.option) if winner else []
 
+    def strategy_program(self) -> Path | None:
+        """The rewritten program the winning strategy compiles (a per-op composition); None: the user's."""
+        winner = self.strategies.winner if self.strategies else None
+        return winner.program if winner else None
+
     def apply_flags(self) -> list[str]:
         """Every iree-compile flag of the build handed over: the strategy's, then the tuning's."""
         return [*self.strategy_flags(), *(self.tuning.flags() if self.tuning else [])]

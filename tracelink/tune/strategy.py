@@ -18,6 +18,9 @@ help together and not alone), and the survivors with each other; these are built
 in a short race together with the survivors. Last, the best few of that race (the best single option
 among them) race again in a longer race, and the winner is the largest speedup of that race whose
 interval lies above 1: never slower than the best single option set raced in the same rounds.
+After the per-line table, :meth:`StrategySearch.compose` tries the winner per op
+(:mod:`tracelink.tune.compose`): its layout option only where the table shows it helping; that build
+replaces the winner only when a race shows it faster than the winner.
 
 Data contract (read by the report's advice, written atomically after every candidate, so an interrupt
 keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.json`` =
@@ -29,7 +32,8 @@ keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.j
                      "reason": str,                   # why (the error, the largest output difference,
                                                       #  the speedup and interval, or the budget)
                      "ratio": float | null,           # default time / strategy time (> 1: faster)
-                     "ci": [lo, hi] | null}],         # 95 % interval of ratio
+                     "ci": [lo, hi] | null,           # 95 % interval of ratio
+                     "program": str | null}],          # a per-op composition's rewritten program
      "per_line": [{"file": str, "line": int, "op_kind": str, "strategy": str,
                    "base_ns": float, "strategy_ns": float, "ratio": float}]}
 
@@ -58,9 +62,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracelink import TracelinkError
+from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.profile_dir import Profile
 from tracelink.tools import run_checked, tool_path
+from tracelink.tune.compose import PER_FUNCTION_PASSES, compose, input_program, source_lines
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
@@ -131,6 +137,7 @@ class Candidate:
     ci: list[float] | None = None
     vmfb: Path | None = None
     stage: int = 1
+    program: Path | None = None  # a rewritten program (per-op composition); None: the profiled one
 
     @property
     def name(self) -> str:
@@ -138,7 +145,7 @@ class Candidate:
 
     def entry(self) -> dict:
         return {"name": self.name, "flags": option_flags(self.option), "status": self.status, "reason": self.reason,
-                "ratio": self.ratio, "ci": self.ci}
+                "ratio": self.ratio, "ci": self.ci, "program": str(self.program) if self.program else None}
 
 
 @dataclass
@@ -156,6 +163,7 @@ class StrategyOptions:
     finalists: int = 3  # builds of the latest stage raced again in the final race (at most)
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
     profile_top: int = 2  # faster strategies profiled for the per-line table
+    compose: bool = True  # try the winner's layout option on only the convolutions it made faster
     calls: int = 5  # calls of the program per timed run
     # extra candidates: name = [flags] (e.g. a numerics-changing demotion, to see it refused)
     extra: dict = field(default_factory=dict)
@@ -380,11 +388,11 @@ class StrategySearch:
                                          self.workdir / "default_outputs", 600.0)
         return self.reference
 
-    def _build_and_check(self, candidate: Candidate) -> None:
-        directory = self.workdir / _directory_name(candidate.name)
+    def _build_and_check(self, candidate: Candidate, directory: Path | None = None) -> None:
+        directory = directory or self.workdir / _directory_name(candidate.name)
         try:
-            vmfb = compile_variant(self.program, self.flags, option_flags(candidate.option), directory, self.timeout,
-                                   candidate.name)
+            vmfb = compile_variant(candidate.program or self.program, self.flags, option_flags(candidate.option),
+                                   directory, self.timeout, candidate.name)
         except TracelinkError as error:
             candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
             return
@@ -402,19 +410,63 @@ class StrategySearch:
             return
         candidate.vmfb = vmfb
 
-    def _race(self, racing: list[Candidate], rounds: int, stage: int) -> None:
-        """Time the default build and ``racing`` alternately; each gets its speedup, interval and status."""
+    def _race(self, racing: list[Candidate], rounds: int, stage: int) -> list[list[float]]:
+        """Time the default build and ``racing`` alternately; each gets its speedup, interval and status.
+        Returns the per-round times of the default, then of each of ``racing``."""
         calls = self.options.calls
         builds = [self.profile.artifacts / "app.vmfb", *(c.vmfb for c in racing)]
         runs = [lambda _, v=v: time_program(v, self.function, self.inputs, self.parameters, calls, 600.0) for v in builds]
-        base, *others = alternate(runs, max(2, rounds))
-        for candidate, times in zip(racing, others):
-            check = summarize(base, times)
+        times = alternate(runs, max(2, rounds))
+        for candidate, own in zip(racing, times[1:]):
+            check = summarize(times[0], own)
             candidate.ratio, candidate.ci, candidate.stage = check["speedup"], [check["ci_low"], check["ci_high"]], stage
             candidate.status = "faster" if check["ci_low"] > 1 else "not faster"
             candidate.reason = (f"{check['speedup']:.2f}x the default build (95% CI {check['ci_low']:.2f}-"
                                 f"{check['ci_high']:.2f}, {check['rounds']} alternating rounds with "
                                 f"{len(racing)} build(s))")
+        return times
+
+    def compose(self) -> Candidate | None:
+        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): its layout option only on
+        the convolutions the per-line table does not show it slowing, its other options on the whole
+        program; built, checked, then raced against the default and the winner. It becomes the winner
+        when it is significantly faster than the winner. None: nothing to compose."""
+        winner = self.result.winner
+        plan = composition_plan(winner, self.result.per_line) if winner is not None else None
+        if plan is None or self.budget.left() <= 0:
+            return None
+        layout, rest, slowed = plan
+        directory = self.workdir / "per-op"
+        candidate = Candidate(combine([Option(f"per-op {layout}"), *rest]), stage=4)
+        self.result.candidates.append(candidate)
+        try:
+            source = input_program(self.program, self.flags, directory / "input", self.timeout)
+            composition = compose(source, directory / "program.mlir", layout,
+                                  lambda op: not (source_lines(op) & slowed))
+        except TracelinkError as error:
+            candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+            self.save()
+            return candidate
+        if not (composition.converted and composition.kept):  # the same program as the winner's or the rest's
+            self.result.candidates.remove(candidate)
+            return None
+        candidate.program = composition.program
+        what = (f"{layout} on {composition.converted} of {composition.converted + composition.kept} convolutions "
+                f"({composition.functions} outlined functions)")
+        self._build_and_check(candidate, directory / "build")
+        if candidate.vmfb is None:
+            candidate.reason = f"{what}: {candidate.reason}"
+            self.save()
+            return candidate
+        stand_in = Candidate(winner.option, vmfb=winner.vmfb)  # the winner keeps what the final race measured
+        times = self._race([stand_in, candidate], self.options.final_rounds, stage=4)
+        against = summarize(times[1], times[2])
+        candidate.reason = (f"{what}; {candidate.reason}; {against['speedup']:.2f}x the {winner.name} build "
+                            f"(95% CI {against['ci_low']:.2f}-{against['ci_high']:.2f})")
+        if candidate.status == "faster" and against["ci_low"] > 1:
+            self.result.winner = candidate
+        self.save()
+        return candidate
 
 
 def settle(candidates: list[Candidate]) -> Candidate | None:
@@ -430,6 +482,24 @@ def settle(candidates: list[Candidate]) -> Candidate | None:
             if candidate.status == "faster":
                 candidate.status, candidate.reason = "not faster", f"{UNCONFIRMED}: {candidate.reason}"
     return max(winners, key=lambda c: c.ratio or 0.0) if winners else None
+
+
+def composition_plan(winner: Candidate, per_line: list[dict]) -> tuple[str, list[Option], set[tuple[str, int]]] | None:
+    """What a per-op composition of ``winner`` would be: its one layout option that IREE can run per
+    function, its other options (applied to the whole program), and the source lines where the
+    per-line table shows the winner clearly slower than the default (their convolutions keep the
+    default lowering). None: the winner has no such option, or it slowed no line."""
+    parts = winner.name.split("+")
+    layouts = [part for part in parts if part in PER_FUNCTION_PASSES]
+    known = {option.name: option for option in OPTIONS}
+    if len(layouts) != 1 or not all(part in known for part in parts):
+        return None
+    # slowed as the advice calls a line helped (HELPED): a clear change, not the scatter of one diff
+    slowed = {(row["file"], int(row["line"])) for row in per_line
+              if row["strategy"] == winner.name and row["ratio"] * HELPED <= 1}
+    if not slowed:
+        return None
+    return layouts[0], [known[part] for part in parts if part != layouts[0]], slowed
 
 
 def _best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
@@ -485,28 +555,41 @@ def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> 
     return rows
 
 
-ProfileBuild = Callable[[list[str], Path], Path]  # (extra flags, directory) -> the directory, profiled
+ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, directory, program) -> the directory
 
 
 def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
                       compile_timeout: float, resume: bool, profile_build: ProfileBuild | None) -> SearchResult:
     """The whole strategy search, then the per-line table of the faster strategies (profiled with
-    ``profile_build`` while the budget lasts; None: no per-line table)."""
-    result = StrategySearch(profile, options, budget, console, compile_timeout, resume).run()
+    ``profile_build`` while the budget lasts; None: no per-line table), then the per-op composition
+    of the winner, profiled too when it wins."""
+    search = StrategySearch(profile, options, budget, console, compile_timeout, resume)
+    result = search.run()
     faster = sorted((c for c in result.candidates if c.status == "faster"), key=lambda c: -(c.ratio or 0))
     if result.winner is not None:  # the winner first: the tile search runs on its profile
         faster = [result.winner, *(c for c in faster if c is not result.winner)]
     for candidate in faster[: max(1, options.profile_top)] if profile_build else []:
-        if budget.left() <= 0:
-            break
-        directory = profile.directory / "tune" / "strategies" / _directory_name(candidate.name) / "profile"
-        try:
-            with console.status(f"profiling the program built with {candidate.name} and diffing it line by line"):
-                profile_build(option_flags(candidate.option), directory)
-                result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
-        except TracelinkError as error:  # one strategy's profile failing leaves it out of the table, the rest go on
-            console.print(f"no per-line table for {candidate.name}: {str(error).splitlines()[0]}", markup=False)
-            continue
-        result.profiles[candidate.name] = directory
-        write_strategies(result, strategies_path(profile))
+        _profile_strategy(profile, result, candidate, options, budget, console, profile_build)
+    if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
+        with console.status(f"composing {result.winner.name} per op: building and racing it"):
+            composed = search.compose()
+        if composed is not None and composed is result.winner:
+            _profile_strategy(profile, result, composed, options, budget, console, profile_build)
     return result
+
+
+def _profile_strategy(profile: Profile, result: SearchResult, candidate: Candidate, options: StrategyOptions,
+                      budget: Budget, console: Console, profile_build: ProfileBuild) -> None:
+    """Profile the program built with ``candidate`` and add its per-line rows (while the budget lasts)."""
+    if budget.left() <= 0:
+        return
+    directory = profile.directory / "tune" / "strategies" / _directory_name(candidate.name) / "profile"
+    try:
+        with console.status(f"profiling the program built with {candidate.name} and diffing it line by line"):
+            profile_build(option_flags(candidate.option), directory, candidate.program)
+            result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
+    except TracelinkError as error:  # one strategy's profile failing leaves it out of the table, the rest go on
+        console.print(f"no per-line table for {candidate.name}: {str(error).splitlines()[0]}", markup=False)
+        return
+    result.profiles[candidate.name] = directory
+    write_strategies(result, strategies_path(profile))
