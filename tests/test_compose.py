@@ -1,6 +1,6 @@
 """Per-op composition (tracelink.tune.compose), checked against IREE's own output: the phase dumps of
-the composed program's build show which convolutions became im2col + matmul, and its results equal
-the default build's on random inputs."""
+the composed program's im2col build show which convolutions became im2col + matmul, its dispatches
+which stayed convolutions, and its results equal the default build's on random inputs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import REPO
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.tune.compose import compose, input_program, is_convolution, source_lines
+from tracelink.tune.compose import compose, input_program, source_lines
 from tracelink.tune.spec import compile_variant
 from tracelink.tune.strategy import Candidate, Option, SearchResult, composition_plan, outputs_agree, run_outputs
 
@@ -47,7 +47,7 @@ def built(program: Path, workdir: Path, *flags: str) -> tuple[Path, Path]:
 def builds(tmp_path_factory) -> dict:
     where = tmp_path_factory.mktemp("compose")
     source = input_program(PROGRAM, FLAGS, where / "input", 300.0)
-    composition = compose(source, where / "composed.mlir", "im2col", lambda op: (PROGRAM.name, FIRST) not in
+    composition = compose(source, where / "composed.mlir", lambda op: (PROGRAM.name, FIRST) in
                           {(Path(f).name, line) for f, line in source_lines(op)})
     rng = np.random.default_rng(7)
     inputs = []
@@ -56,26 +56,33 @@ def builds(tmp_path_factory) -> dict:
         inputs.append(f"@{where / f'{name}.npy'}")
     return {"where": where, "composition": composition, "inputs": inputs,
             "default": built(PROGRAM, where / "default"), "global": built(PROGRAM, where / "global", IM2COL),
-            "composed": built(composition.program, where / "composed")}
+            "composed": built(composition.program, where / "composed", IM2COL)}
 
 
-def test_only_the_chosen_convolution_becomes_im2col_and_matmul(builds):
+def exports(phases: Path) -> list[str]:
+    """The dispatch names of a build, from its executable-sources phase."""
+    module = parse_file(next(phases.glob("*.executable-sources.mlir")), new_context())
+    return sorted(op.attributes["sym_name"].value.split("_dispatch_")[-1].split("_", 1)[-1]
+                  for op in walk(module.operation) if op.name == "hal.executable.export")
+
+
+def test_im2col_takes_only_the_convolution_not_kept(builds):
     composition = builds["composition"]
-    assert (composition.converted, composition.kept, composition.functions) == (1, 1, 1)
-    # after preprocessing, where the function's pipeline runs: only the second is no convolution any more
-    default = ops_by_line(builds["default"][1], "preprocessing")
-    composed = ops_by_line(builds["composed"][1], "preprocessing")
-    assert "linalg.conv_2d_nchw_fchw" in default[FIRST] and "linalg.conv_2d_nchw_fchw" in default[SECOND]
-    assert "linalg.conv_2d_nchw_fchw" in composed[FIRST]
-    assert not any(name.startswith("linalg.conv") for name in composed[SECOND])
-    # into dispatch creation the second goes as the global flag makes it (an im2col copy and a matmul: one
-    # op more than the direct convolution), the first as the default build has it
+    assert (composition.converted, composition.kept) == (1, 1)
+    # into dispatch creation (after global optimization, where im2col runs) the first convolution goes
+    # as the default build has it, the second as the global flag makes it: an im2col copy and a matmul
     default = ops_by_line(builds["default"][1], "global-optimization")
     everywhere = ops_by_line(builds["global"][1], "global-optimization")
     composed = ops_by_line(builds["composed"][1], "global-optimization")
-    assert sorted(composed[SECOND]) == sorted(everywhere[SECOND]) and len(everywhere[SECOND]) > len(default[SECOND])
-    assert sorted(composed[FIRST]) == sorted(default[FIRST]) and len(everywhere[FIRST]) > len(default[FIRST])
-    assert "linalg.matmul" in composed[SECOND] and "linalg.matmul" not in composed[FIRST]
+    assert sorted(composed[FIRST]) == sorted(default[FIRST]) and "linalg.matmul" in everywhere[FIRST]
+    assert sorted(composed[SECOND]) == sorted(everywhere[SECOND]) and "linalg.matmul" in composed[SECOND]
+    assert "linalg.matmul" not in composed[FIRST] and "linalg.matmul" not in default[SECOND]
+    # the dispatches: the default's first convolution, the global flag's im2col and matmul of the second
+    assert exports(builds["default"][1]) == ["conv_16x14x14x16x3x3_f32", "conv_16x16x16x8x3x3_f32"]
+    assert exports(builds["global"][1]) == ["generic_16x3x3x14x14_f32", "generic_8x3x3x16x16_f32",
+                                            "matmul_16x196x144_f32", "matmul_16x256x72_f32"]
+    assert exports(builds["composed"][1]) == ["conv_16x16x16x8x3x3_f32", "generic_16x3x3x14x14_f32",
+                                              "matmul_16x196x144_f32"]
 
 
 def test_the_composed_program_computes_what_the_default_build_computes(builds):
@@ -88,17 +95,15 @@ def test_the_composed_program_computes_what_the_default_build_computes(builds):
     assert np.abs(reference[0]).max() > 1  # random filters: a real result, not zeros
 
 
-def test_the_rewritten_program_keeps_its_weights_locations_and_one_call_per_run(builds):
-    text = builds["composition"].program.read_text()
+def test_the_rewritten_program_keeps_its_weights_locations_and_ops(builds):
     module = parse_file(builds["composition"].program, new_context())
-    functions = [op for op in module.body.operations if op.operation.name == "util.func"]
-    private = [f for f in functions if "preprocessing_pipeline" in f.attributes]
-    assert len(private) == 1 and "inline.never" in str(private[0].attributes["inlining_policy"])
-    assert "iree-global-opt-convert-conv2d-to-img2col" in str(private[0].attributes["preprocessing_pipeline"])
-    assert [op.name for op in walk(module.operation) if op.name == "util.call"] == ["util.call"]
-    convolutions = [op for op in walk(module.operation) if is_convolution(op)]
-    assert {line for op in convolutions for _, line in source_lines(op)} == {FIRST, SECOND}
-    assert "__elided__" not in text
+    linalg = [op for op in walk(module.operation) if op.name.startswith("linalg.") and op.name != "linalg.yield"]
+    lines = {name: {line for op in linalg if op.name == name for _, line in source_lines(op)}
+             for name in ("linalg.conv_2d_nchw_fchw", "linalg.generic")}
+    assert FIRST not in lines["linalg.conv_2d_nchw_fchw"] and SECOND in lines["linalg.conv_2d_nchw_fchw"]
+    assert FIRST in lines["linalg.generic"]  # the kept convolution, generalized where it was
+    assert not any(op.name == "util.call" for op in walk(module.operation))
+    assert "__elided__" not in builds["composition"].program.read_text()
 
 
 def winner(name: str) -> Candidate:
@@ -110,18 +115,16 @@ def rows(strategy: str, *ratios: tuple[int, float]) -> list[dict]:
              "strategy_ns": 1.0 / ratio, "ratio": ratio} for line, ratio in ratios]
 
 
-def test_the_plan_keeps_the_lines_the_winner_slowed_and_its_lowering_options():
-    plan = composition_plan(winner("im2col+data-tiling+ukernels"),
-                            rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95))
-                            + rows("im2col", (10, 0.5)))
-    assert plan is not None
-    layout, rest, slowed = plan
-    assert layout == "im2col" and [o.name for o in rest] == ["data-tiling", "ukernels"]
+def test_the_plan_keeps_the_lines_the_winner_clearly_slowed():
+    slowed = composition_plan(winner("im2col+data-tiling+ukernels"),
+                              rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95))
+                              + rows("im2col", (10, 0.5)))
     assert slowed == {("m.onnx", 8)}
 
 
-def test_nothing_is_composed_without_a_per_function_layout_or_a_slowed_line():
+def test_nothing_is_composed_without_im2col_alone_or_a_slowed_line():
     assert composition_plan(winner("conv-data-tiling"), rows("conv-data-tiling", (8, 0.5))) is None
+    assert composition_plan(winner("channels-last"), rows("channels-last", (8, 0.5))) is None
     assert composition_plan(winner("im2col+channels-last"), rows("im2col+channels-last", (8, 0.5))) is None
     assert composition_plan(winner("im2col"), rows("im2col", (8, 1.5))) is None
     assert composition_plan(winner("im2col"), rows("im2col+data-tiling", (8, 0.5))) is None
@@ -130,7 +133,8 @@ def test_nothing_is_composed_without_a_per_function_layout_or_a_slowed_line():
 def test_a_winning_composition_is_handed_over_as_its_program():
     from tracelink.tune.session import Session
 
-    composed = Candidate(Option("per-op im2col+data-tiling", ("--iree-opt-data-tiling",)), program=Path("p.mlir"))
+    flags = (IM2COL, "--iree-opt-data-tiling")
+    composed = Candidate(Option("per-op im2col+data-tiling", flags), program=Path("p.mlir"))
     session = Session(SearchResult([composed], composed, []), tuned_profile=None)
-    assert session.strategy_program() == Path("p.mlir") and session.apply_flags() == ["--iree-opt-data-tiling"]
+    assert session.strategy_program() == Path("p.mlir") and session.apply_flags() == list(flags)
     assert composed.entry()["program"] == "p.mlir"

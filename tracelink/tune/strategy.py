@@ -19,8 +19,8 @@ in a short race together with the survivors. Last, the best few of that race (th
 among them) race again in a longer race, and the winner is the largest speedup of that race whose
 interval lies above 1: never slower than the best single option set raced in the same rounds.
 After the per-line table, :meth:`StrategySearch.compose` tries the winner per op
-(:mod:`tracelink.tune.compose`): its layout option only where the table shows it helping; that build
-replaces the winner only when a race shows it faster than the winner.
+(:mod:`tracelink.tune.compose`): its im2col only where the table does not show it slowing a
+convolution; that build replaces the winner only when a race shows it faster than the winner.
 
 Data contract (read by the report's advice, written atomically after every candidate, so an interrupt
 keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.json`` =
@@ -66,7 +66,7 @@ from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.profile_dir import Profile
 from tracelink.tools import run_checked, tool_path
-from tracelink.tune.compose import PER_FUNCTION_PASSES, compose, input_program, source_lines
+from tracelink.tune.compose import PER_OP_LAYOUT, compose, input_program, source_lines
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
@@ -163,7 +163,7 @@ class StrategyOptions:
     finalists: int = 3  # builds of the latest stage raced again in the final race (at most)
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
     profile_top: int = 2  # faster strategies profiled for the per-line table
-    compose: bool = True  # try the winner's layout option on only the convolutions it made faster
+    compose: bool = True  # try the winner's im2col on only the convolutions it made faster
     calls: int = 5  # calls of the program per timed run
     # extra candidates: name = [flags] (e.g. a numerics-changing demotion, to see it refused)
     extra: dict = field(default_factory=dict)
@@ -427,32 +427,31 @@ class StrategySearch:
         return times
 
     def compose(self) -> Candidate | None:
-        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): its layout option only on
-        the convolutions the per-line table does not show it slowing, its other options on the whole
-        program; built, checked, then raced against the default and the winner. It becomes the winner
-        when it is significantly faster than the winner. None: nothing to compose."""
+        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): the program rewritten so
+        that im2col leaves the convolutions the per-line table shows it slowing, built with the winner's
+        flags, checked, then raced against the default and the winner. It becomes the winner when it is
+        significantly faster than the winner. None: nothing to compose."""
         winner = self.result.winner
-        plan = composition_plan(winner, self.result.per_line) if winner is not None else None
-        if plan is None or self.budget.left() <= 0:
+        slowed = composition_plan(winner, self.result.per_line) if winner is not None else None
+        if slowed is None or self.budget.left() <= 0:
             return None
-        layout, rest, slowed = plan
         directory = self.workdir / "per-op"
-        candidate = Candidate(combine([Option(f"per-op {layout}"), *rest]), stage=4)
+        candidate = Candidate(Option(f"per-op {winner.name}", winner.option.flags, winner.option.passes), stage=4)
         self.result.candidates.append(candidate)
         try:
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
-            composition = compose(source, directory / "program.mlir", layout,
-                                  lambda op: not (source_lines(op) & slowed))
+            composition = compose(source, directory / "program.mlir", lambda op: bool(source_lines(op) & slowed))
         except TracelinkError as error:
             candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
             self.save()
             return candidate
-        if not (composition.converted and composition.kept):  # the same program as the winner's or the rest's
+        if not composition.kept:  # no convolution on those lines: the winner's program
             self.result.candidates.remove(candidate)
+            self.save()
             return None
         candidate.program = composition.program
-        what = (f"{layout} on {composition.converted} of {composition.converted + composition.kept} convolutions "
-                f"({composition.functions} outlined functions)")
+        what = (f"{PER_OP_LAYOUT} on {composition.converted} of {composition.converted + composition.kept} "
+                "convolutions, the others lowered as by default")
         self._build_and_check(candidate, directory / "build")
         if candidate.vmfb is None:
             candidate.reason = f"{what}: {candidate.reason}"
@@ -484,22 +483,19 @@ def settle(candidates: list[Candidate]) -> Candidate | None:
     return max(winners, key=lambda c: c.ratio or 0.0) if winners else None
 
 
-def composition_plan(winner: Candidate, per_line: list[dict]) -> tuple[str, list[Option], set[tuple[str, int]]] | None:
-    """What a per-op composition of ``winner`` would be: its one layout option that IREE can run per
-    function, its other options (applied to the whole program), and the source lines where the
-    per-line table shows the winner clearly slower than the default (their convolutions keep the
-    default lowering). None: the winner has no such option, or it slowed no line."""
-    parts = winner.name.split("+")
-    layouts = [part for part in parts if part in PER_FUNCTION_PASSES]
+def composition_plan(winner: Candidate, per_line: list[dict]) -> set[tuple[str, int]] | None:
+    """The source lines whose convolutions keep the default lowering in a per-op composition of
+    ``winner``: where the per-line table shows the winner clearly slower than the default. None: the
+    winner's layout is not im2col alone (the one option IREE 3.13 lets single convolutions out of; see
+    :mod:`tracelink.tune.compose`), or it slowed no line."""
     known = {option.name: option for option in OPTIONS}
-    if len(layouts) != 1 or not all(part in known for part in parts):
+    parts = [known.get(part) for part in winner.name.split("+")]
+    if None in parts or [o.name for o in parts if o.role == "layout"] != [PER_OP_LAYOUT]:
         return None
     # slowed as the advice calls a line helped (HELPED): a clear change, not the scatter of one diff
     slowed = {(row["file"], int(row["line"])) for row in per_line
               if row["strategy"] == winner.name and row["ratio"] * HELPED <= 1}
-    if not slowed:
-        return None
-    return layouts[0], [known[part] for part in parts if part != layouts[0]], slowed
+    return slowed or None
 
 
 def _best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
