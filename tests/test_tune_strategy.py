@@ -242,7 +242,7 @@ def test_per_op_composition_leaves_a_slowed_convolution_to_the_default_lowering(
     base = tmp_path / "base"
     shutil.copytree(tuned["base"], base, symlinks=True)  # the search writes its table there
     profile = load_profile(base)
-    search = StrategySearch(profile, StrategyOptions(only=["im2col"], final_rounds=3), Budget(1200.0),
+    search = StrategySearch(profile, StrategyOptions(only=["im2col"], compose_rounds=3), Budget(1200.0),
                             Console(stderr=True), 600.0, resume=True)
     im2col = search.result.candidates[0]
     assert im2col.name == "im2col" and search._resumed(im2col) and im2col.vmfb is not None
