@@ -30,7 +30,9 @@ from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
 from tracelink.tune.rounds import alternate, summarize, time_program
-from tracelink.tune.strategy import STATUSES, Budget, StrategyOptions, StrategySearch, outputs_agree
+from tracelink.tune.strategy import (STATUSES, Budget, StrategyOptions, StrategySearch, option_flags, outputs_agree,
+                                     per_line_rows)
+from tracelink.tune_command import _profile_builder
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
 SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
@@ -273,3 +275,10 @@ def test_per_op_composition_leaves_a_slowed_convolution_to_the_default_lowering(
     assert (search.result.winner is composed) == (composed.status == "faster" and float(against[2]) > 1)
     written = json.loads((base / "tune" / "strategies.json").read_text())
     assert next(e for e in written["strategies"] if e["name"] == "per-op im2col")["program"] == str(composed.program)
+    # a composition that wins is profiled and diffed like the others: the rewritten program keeps the
+    # .onnx file's lines, so every convolution line of the base is matched in the per-line table
+    directory = _profile_builder(profile, Console(stderr=True))(
+        option_flags(composed.option), tmp_path / "composed_profile", composed.program)
+    assert load_profile(directory).manifest["input"] == str(composed.program)
+    rows = per_line_rows(profile, directory, composed.name, 2)
+    assert {r["line"] for r in rows if r["file"] == conv["file"] and r["op_kind"] == "onnx.Conv"} == conv_lines

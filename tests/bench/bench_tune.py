@@ -23,8 +23,8 @@
    then IREE's default build, every single option set the strategy search built and checked, and the
    build tune hands over run alternately: each one's speedup over the default with a 95 % interval, and
    tune's build over the best single option set and over the best whole-program option set (a single
-   one or the fastest combination the search raced) of the same rounds: a per-op composition that tune
-   hands over shows there what it adds. Targets: tune's build >= 5x, 5x, 2x the default, and not
+   one or the fastest combination the search raced) of the same rounds; the per-op composition tune
+   built is raced too, handed over or not. Targets: tune's build >= 5x, 5x, 2x the default, and not
    significantly slower than the best single option set.
 
 Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
