@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import multiprocessing.util
 import os
 import random
 import re
@@ -216,10 +215,10 @@ class Workspace:
     context: object = None
 
     @classmethod
-    def open(cls, seeds: Path) -> Workspace:
-        # in memory where there is /dev/shm: every input is a file written and read back
-        scratch = Path(tempfile.mkdtemp(prefix="tracelink-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
-        multiprocessing.util.Finalize(None, shutil.rmtree, args=(scratch, True), exitpriority=0)  # workers skip atexit
+    def open(cls, seeds: Path, scratch_root: Path) -> Workspace:
+        """A worker's workspace, its scratch directory in ``scratch_root`` (the run's, which the main
+        process removes: a worker killed on an interrupt cannot)."""
+        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=scratch_root))
         workspace = cls(seeds, scratch)
         workspace.record = (seeds / "record.tlhk").read_bytes()
         workspace.tracy_streams = [path.read_bytes() for path in sorted(seeds.glob("stream_*.bin"))]
@@ -527,14 +526,16 @@ DECOY_LOCATIONS = ("{victim}/secret.txt", "secret.txt", "./secret.txt", "../vict
 def victim_dir(workspace: Workspace) -> Path:
     """The decoy directory holding the secret, the worker's working directory while a policy is tried: in
     the temporary directory, not /dev/shm (under /dev every file is refused anyway)."""
-    victim = workspace.scratch.with_name("victim-" + workspace.scratch.name)
-    if Path(tempfile.gettempdir()) != victim.parent:
-        victim = Path(tempfile.gettempdir()) / victim.name
+    victim = victims_of(workspace.scratch.parent) / workspace.scratch.name
     if not victim.is_dir():
-        victim.mkdir()
+        victim.mkdir(parents=True)
         (victim / "secret.txt").write_text(DECOY_SECRET + "\n")
-        multiprocessing.util.Finalize(None, shutil.rmtree, args=(victim, True), exitpriority=0)  # workers skip atexit
     return victim
+
+
+def victims_of(scratch_root: Path) -> Path:
+    """Where the workers of a run put their decoy directories (removed with the run's scratch)."""
+    return Path(tempfile.gettempdir()) / f"{scratch_root.name}-victims"
 
 
 def edited_profile_json(workspace: Workspace, rng: random.Random) -> bytes:
@@ -701,12 +702,15 @@ WORKSPACE: Workspace | None = None
 POOL = multiprocessing.get_context("forkserver")
 
 
-def start_worker(seeds: Path) -> None:
+def start_worker(seeds: Path, scratch_root: Path) -> None:
     global WORKSPACE
+    # Ctrl-C reaches the whole process group; the main process stops the workers (stop_workers), so a
+    # worker does not take the interrupt as one input's outcome and go on with its chunk
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # numpy's overflow / invalid-cast warnings mean a reader computed garbage from the input: unexpected too
     warnings.simplefilter("error", RuntimeWarning)
     signal.signal(signal.SIGALRM, interrupt)
-    WORKSPACE = Workspace.open(seeds)
+    WORKSPACE = Workspace.open(seeds, scratch_root)
     os.chdir(WORKSPACE.scratch)
 
 
@@ -840,33 +844,70 @@ class Tally:
 
 def run(total: int, targets: list[str], workers: int, seed: int, chunk_size: int, first: int, failures: Path, seeds: Path) -> dict[str, Tally]:
     """Run every chunk over ``workers`` processes; chunks lost when a worker died are re-run alone, and one
-    that kills its worker alone is counted as an unexpected failure."""
+    that kills its worker alone is counted as an unexpected failure. An interrupt (Ctrl-C, SIGTERM)
+    stops the workers and exits with 130."""
     tallies = {name: Tally() for name in targets}
+    # in memory where there is /dev/shm: every input is a file written and read back
+    scratch_root = Path(tempfile.mkdtemp(prefix="tracelink-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    try:
+        run_pools(plan(total, targets, chunk_size, first), workers, seed, failures, (seeds, scratch_root), tallies)
+    finally:
+        remove_scratch(scratch_root)
+    return tallies
+
+
+def remove_scratch(scratch_root: Path) -> None:
+    for path in (scratch_root, victims_of(scratch_root)):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_pools(chunks: list[Chunk], workers: int, seed: int, failures: Path, worker_args: tuple[Path, Path],
+              tallies: dict[str, Tally]) -> None:
     started = time.perf_counter()
     done = 0
     lost: list[Chunk] = []
-    chunks = plan(total, targets, chunk_size, first)
     planned, reported = sum(chunk.count for chunk in chunks), 0
-    with ProcessPoolExecutor(workers, POOL, initializer=start_worker, initargs=(seeds,)) as pool:
-        futures = [(chunk, pool.submit(run_chunk, chunk, seed)) for chunk in chunks]
-        for chunk, future in futures:
-            try:
-                record(future.result(), tallies[chunk.target], failures, seed)
-            except BrokenProcessPool:
-                lost.append(chunk)
-                continue
-            done += chunk.count
-            if done * 20 // planned > reported:  # a line every 5 %
-                reported = done * 20 // planned
-                failed = sum(t.unexpected for t in tallies.values())
-                print(f"{done:,} inputs, {failed} unexpected, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    with ProcessPoolExecutor(workers, POOL, initializer=start_worker, initargs=worker_args) as pool:
+        try:
+            futures = [(chunk, pool.submit(run_chunk, chunk, seed)) for chunk in chunks]
+            for chunk, future in futures:
+                try:
+                    record(future.result(), tallies[chunk.target], failures, seed)
+                except BrokenProcessPool:
+                    lost.append(chunk)
+                    continue
+                done += chunk.count
+                if done * 20 // planned > reported:  # a line every 5 %
+                    reported = done * 20 // planned
+                    failed = sum(t.unexpected for t in tallies.values())
+                    print(f"{done:,} inputs, {failed} unexpected, {time.perf_counter() - started:.0f} s", file=sys.stderr,
+                          flush=True)
+        except KeyboardInterrupt:
+            stop_workers(pool)
+            remove_scratch(worker_args[1])
+            print(f"interrupted after {done:,} inputs; the workers are stopped", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            # leaving the pool's block, or the interpreter's exit, joins the pool's queue threads, which can
+            # block for good on a pipe no worker reads any more (seen with many small chunks queued)
+            os._exit(130)
     for chunk in lost:
-        with ProcessPoolExecutor(1, POOL, initializer=start_worker, initargs=(seeds,)) as alone:
+        with ProcessPoolExecutor(1, POOL, initializer=start_worker, initargs=worker_args) as alone:
             try:
                 record(alone.submit(run_chunk, chunk, seed).result(), tallies[chunk.target], failures, seed)
             except BrokenProcessPool:
                 save_crash(chunk, seed, failures, tallies[chunk.target])
-    return tallies
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's workers now: leaving the pool's block alone waits for every chunk handed out."""
+    workers = list((pool._processes or {}).values())  # the executor has no public handle on its workers
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.kill()
+
+
+def stop_on_sigterm(signal_number: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def record(result: ChunkResult, tally: Tally, failures: Path, seed: int) -> None:
@@ -916,10 +957,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=Path, default=OUTPUT / "fuzz" / "failures")
     parser.add_argument("--seeds", type=Path, default=OUTPUT / "fuzz" / "seeds", help="seed directory (made when missing)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, stop_on_sigterm)  # `kill` stops the workers too, as Ctrl-C does
     if not (args.seeds / "locations.json").is_file():
         prepare_seeds(args.seeds)
     started = time.perf_counter()
-    tallies = run(args.inputs, args.target or list(TARGETS), args.workers, args.seed, args.chunk, args.first, args.failures, args.seeds)
+    tallies = run(args.inputs, args.target or list(TARGETS), args.workers, args.seed, args.chunk, args.first,
+                  args.failures, args.seeds)
     print_table(tallies, time.perf_counter() - started, args.workers)
     return 1 if any(t.unexpected for t in tallies.values()) else 0
 

@@ -172,3 +172,40 @@ def test_hook_record_with_a_clock_beyond_any_run_is_refused(profile_dir: Path, t
     path.write_bytes(bytes(data))
     with pytest.raises(TracelinkError, match="hook-1.tlhk: corrupt hook record file \\(clock values out of range\\)"):
         read_hook_records(path)
+
+
+def test_an_interrupted_mass_fuzz_run_stops_its_workers(tmp_path: Path) -> None:
+    """Ctrl-C on ``make fuzz`` ends the run at once, workers included (they used to go on with every
+    chunk handed out). The run is a session of its own, so its whole process group can be watched."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    command = [sys.executable, "-m", "tests.fuzz_mass", "--inputs", "400000", "--workers", "2", "--chunk", "500",
+               "--target", "hook-record", "--seeds", str(tmp_path / "seeds"), "--failures", str(tmp_path / "failures")]
+    run = subprocess.Popen(command, cwd=REPO, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        for line in run.stderr:  # the first progress line: workers are busy with their chunks
+            if re.fullmatch(r"[\d,]+ inputs, \d+ unexpected, \d+ s", line.strip()):
+                break
+        os.kill(run.pid, signal.SIGINT)
+        assert run.wait(30) == 130
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(run.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("workers of the interrupted run still alive 15 s after it exited")
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
