@@ -1,6 +1,8 @@
 """Per-op composition (tracelink.tune.compose), checked against IREE's own output: the phase dumps of
-the composed program's im2col build show which convolutions became im2col + matmul, its dispatches
-which stayed convolutions, and its results equal the default build's on random inputs."""
+the composed programs' builds show which convolutions became im2col + matmul, their dispatches which
+stayed convolutions, and their results equal the default build's on random inputs. Both rewrites: one
+convolution kept on the default lowering under the im2col flag, and one convolution made im2col under
+conv data tiling's flags."""
 
 from __future__ import annotations
 
@@ -13,14 +15,16 @@ import pytest
 from tests.conftest import REPO
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.tune.compose import compose, input_program, source_lines
+from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, input_program, source_lines
 from tracelink.tune.spec import compile_variant
-from tracelink.tune.strategy import Candidate, Option, SearchResult, composition_plan, outputs_agree, run_outputs
+from tracelink.tune.strategy import (OPTIONS, Candidate, Option, SearchResult, composition_plan, option_flags,
+                                     outputs_agree, run_outputs)
 
 PROGRAM = REPO / "tests" / "data" / "two_convs.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
 FIRST, SECOND = 7, 15  # the two convolutions' lines in PROGRAM
-IM2COL = "--iree-global-opt-use-im2col-for-convs"
+IM2COL_FLAG = "--iree-global-opt-use-im2col-for-convs"
+CONV_DATA_TILING = option_flags(next(option for option in OPTIONS if option.name == "conv-data-tiling"))
 
 
 def ops_by_line(phases: Path, phase: str) -> dict[int, list[str]]:
@@ -47,16 +51,22 @@ def built(program: Path, workdir: Path, *flags: str) -> tuple[Path, Path]:
 def builds(tmp_path_factory) -> dict:
     where = tmp_path_factory.mktemp("compose")
     source = input_program(PROGRAM, FLAGS, where / "input", 300.0)
-    composition = compose(source, where / "composed.mlir", lambda op: (PROGRAM.name, FIRST) in
-                          {(Path(f).name, line) for f, line in source_lines(op)})
+
+    def first(op) -> bool:
+        return (PROGRAM.name, FIRST) in {(Path(f).name, line) for f, line in source_lines(op)}
+
+    composition = compose(source, where / "composed.mlir", first, KEEP_DEFAULT)
+    with_im2col = compose(source, where / "with_im2col.mlir", first, IM2COL)
     rng = np.random.default_rng(7)
     inputs = []
     for name, shape in (("input", (1, 8, 18, 18)), ("first", (16, 8, 3, 3)), ("second", (16, 16, 3, 3))):
         np.save(where / f"{name}.npy", rng.standard_normal(shape).astype(np.float32))
         inputs.append(f"@{where / f'{name}.npy'}")
-    return {"where": where, "composition": composition, "inputs": inputs,
-            "default": built(PROGRAM, where / "default"), "global": built(PROGRAM, where / "global", IM2COL),
-            "composed": built(composition.program, where / "composed", IM2COL)}
+    return {"where": where, "composition": composition, "with_im2col": with_im2col, "inputs": inputs,
+            "default": built(PROGRAM, where / "default"), "global": built(PROGRAM, where / "global", IM2COL_FLAG),
+            "composed": built(composition.program, where / "composed", IM2COL_FLAG),
+            "conv_data_tiling": built(PROGRAM, where / "conv_data_tiling", *CONV_DATA_TILING),
+            "composed_im2col": built(with_im2col.program, where / "composed_im2col", *CONV_DATA_TILING)}
 
 
 def exports(phases: Path) -> list[str]:
@@ -68,7 +78,7 @@ def exports(phases: Path) -> list[str]:
 
 def test_im2col_takes_only_the_convolution_not_kept(builds):
     composition = builds["composition"]
-    assert (composition.converted, composition.kept) == (1, 1)
+    assert (composition.rewritten, composition.convolutions) == (1, 2)
     # into dispatch creation (after global optimization, where im2col runs) the first convolution goes
     # as the default build has it, the second as the global flag makes it: an im2col copy and a matmul
     default = ops_by_line(builds["default"][1], "global-optimization")
@@ -85,12 +95,28 @@ def test_im2col_takes_only_the_convolution_not_kept(builds):
                                               "matmul_16x196x144_f32"]
 
 
-def test_the_composed_program_computes_what_the_default_build_computes(builds):
+def test_im2col_takes_only_the_chosen_convolution_under_conv_data_tiling(builds):
+    assert (builds["with_im2col"].rewritten, builds["with_im2col"].convolutions) == (1, 2)
+    whole = ops_by_line(builds["conv_data_tiling"][1], "global-optimization")
+    composed = ops_by_line(builds["composed_im2col"][1], "global-optimization")
+    assert "linalg.matmul" in composed[FIRST] and "linalg.matmul" not in composed[SECOND]
+    assert not any("linalg.matmul" in names for names in whole.values())
+    # conv data tiling's dispatches for the second convolution, an im2col copy and a matmul (its filter
+    # encoded for data tiling) for the first
+    assert [n for n in exports(builds["conv_data_tiling"][1]) if n.startswith("conv_")] == \
+        ["conv_16x14x14x16x3x3_f32", "conv_16x16x16x8x3x3_f32"]
+    assert exports(builds["composed_im2col"][1]) == [
+        "conv_16x14x14x16x3x3_f32", "encoding_0_encode_16x72xf32_to_16x72xf32",
+        "encoding_1_encode_16x16x3x3xf32_to_16x16x3x3xf32", "generic_8x3x3x16x16_f32", "matmul_16x256x72_f32"]
+
+
+@pytest.mark.parametrize("composed", ["composed", "composed_im2col"])
+def test_the_composed_program_computes_what_the_default_build_computes(builds, composed):
     def results(vmfb: Path, name: str) -> list[np.ndarray]:
         return run_outputs(vmfb, "main", builds["inputs"], [], 1, builds["where"] / name, 120.0)
 
     reference = results(builds["default"][0], "default_out")
-    agree, why = outputs_agree(reference, results(builds["composed"][0], "composed_out"), 1e-5)
+    agree, why = outputs_agree(reference, results(builds[composed][0], f"{composed}_out"), 1e-5)
     assert agree, why
     assert np.abs(reference[0]).max() > 1  # random filters: a real result, not zeros
 
@@ -116,24 +142,40 @@ def rows(strategy: str, *ratios: tuple[int, float]) -> list[dict]:
 
 
 def test_the_plan_keeps_the_lines_the_winner_clearly_slowed():
-    slowed = composition_plan(winner("im2col+data-tiling+ukernels"),
-                              rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95))
-                              + rows("im2col", (10, 0.5)))
-    assert slowed == {("m.onnx", 8)}
+    plan = composition_plan(winner("im2col+data-tiling+ukernels"),
+                            rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95))
+                            + rows("im2col", (10, 0.5)))
+    assert plan == (KEEP_DEFAULT, {("m.onnx", 8)})
 
 
-def test_nothing_is_composed_without_im2col_alone_or_a_slowed_line():
+def test_the_plan_takes_im2col_where_an_im2col_strategy_was_clearly_faster_than_the_winner():
+    # line 8: im2col+data-tiling 1.6x the winner; line 9: 1.1x (scatter); line 10: measured only with
+    # im2col; line 11: by a strategy without im2col
+    plan = composition_plan(winner("conv-data-tiling"),
+                            rows("conv-data-tiling", (8, 5.0), (9, 5.0), (11, 5.0))
+                            + rows("im2col+data-tiling", (8, 8.0), (9, 5.5), (10, 9.0))
+                            + rows("data-tiling", (11, 9.0)))
+    assert plan == (IM2COL, {("m.onnx", 8)})
+    assert composition_plan(winner("channels-last+data-tiling"), rows("channels-last+data-tiling", (8, 2.0))
+                            + rows("im2col", (8, 3.0)))[1] == {("m.onnx", 8)}
+
+
+def test_nothing_is_composed_without_a_composable_layout_or_a_clear_line():
     assert composition_plan(winner("conv-data-tiling"), rows("conv-data-tiling", (8, 0.5))) is None
-    assert composition_plan(winner("channels-last"), rows("channels-last", (8, 0.5))) is None
+    assert composition_plan(winner("conv-data-tiling"), rows("conv-data-tiling", (8, 5.0))
+                            + rows("im2col", (8, 5.5))) is None
     assert composition_plan(winner("im2col+channels-last"), rows("im2col+channels-last", (8, 0.5))) is None
+    assert composition_plan(winner("conv-data-tiling+im2col"), rows("conv-data-tiling+im2col", (8, 0.5))
+                            + rows("im2col", (8, 9.0))) is None
     assert composition_plan(winner("im2col"), rows("im2col", (8, 1.5))) is None
     assert composition_plan(winner("im2col"), rows("im2col+data-tiling", (8, 0.5))) is None
+    assert composition_plan(winner("fast-math"), rows("fast-math", (8, 0.5)) + rows("im2col", (8, 9.0))) is None
 
 
 def test_a_winning_composition_is_handed_over_as_its_program():
     from tracelink.tune.session import Session
 
-    flags = (IM2COL, "--iree-opt-data-tiling")
+    flags = (IM2COL_FLAG, "--iree-opt-data-tiling")
     composed = Candidate(Option("per-op im2col+data-tiling", flags), program=Path("p.mlir"))
     session = Session(SearchResult([composed], composed, []), tuned_profile=None)
     assert session.strategy_program() == Path("p.mlir") and session.apply_flags() == list(flags)

@@ -236,49 +236,81 @@ def test_budget_durations():
             _duration(bad)
 
 
+def composed_search(tuned, tmp_path, strategy: str) -> tuple[StrategySearch, dict]:
+    """A strategy search on a copy of the tuned profile with ``strategy`` (built and checked here when
+    the fixture's search did not build it) as the winner, and the first convolution row of its table."""
+    base = tmp_path / "base"
+    shutil.copytree(tuned["base"], base, symlinks=True)  # the search writes its table there
+    search = StrategySearch(load_profile(base), StrategyOptions(only=[strategy], compose_rounds=3), Budget(1200.0),
+                            Console(stderr=True), 600.0, resume=True)
+    winner = search.result.candidates[0]
+    if not search._resumed(winner):
+        search._build_and_check(winner)
+    assert winner.name == strategy and winner.vmfb is not None
+    search.result.winner = winner
+    return search, next(row for row in tuned["strategies"]["per_line"] if row["op_kind"] == "onnx.Conv")
+
+
+def check_composed(tuned, tmp_path, search: StrategySearch, composed, conv: dict, matmuls: set[int]) -> None:
+    """IREE's own output after global optimization (where im2col runs) has a matmul on exactly the
+    ``matmuls`` lines, the composed build computes what the default build computes, the winner changes
+    only as the race says, and the composition is written down with its program."""
+    winner = composed.name.removeprefix("per-op ")
+    lowered = tmp_path / "global-optimization.mlir"
+    subprocess.run([tool_path("iree-compile"), str(composed.program), *TARGET, *composed.entry()["flags"],
+                    "--mlir-print-debuginfo", "--compile-to=global-optimization", "-o", str(lowered)],
+                   check=True, capture_output=True)
+    module = parse_file(lowered, new_context())
+    assert {line for op in walk(module.operation) if op.name == "linalg.matmul"
+            for file, line in source_lines(op) if file == conv["file"]} == matmuls
+    function = search.profile.summary["function"]
+    reference = outputs(tuned["base"] / "artifacts" / "app.vmfb", function, tmp_path / "default.npy")
+    agree, why = outputs_agree([reference], [outputs(composed.vmfb, function, tmp_path / "composed.npy")], 1e-3)
+    assert agree, why
+    against = re.search(rf"([0-9.]+)x the {winner} build \(95% CI ([0-9.]+)-([0-9.]+)\)$", composed.reason)
+    assert against is not None, composed.reason
+    assert (search.result.winner is composed) == (composed.status == "faster" and float(against[2]) > 1)
+    written = json.loads((search.profile.directory / "tune" / "strategies.json").read_text())
+    assert next(e for e in written["strategies"] if e["name"] == composed.name)["program"] == str(composed.program)
+
+
+def convolution_lines(model: Path) -> set[int]:
+    return {line for line, node in enumerate(onnx.load(model).graph.node, start=1) if node.op_type == "Conv"}
+
+
 def test_per_op_composition_leaves_a_slowed_convolution_to_the_default_lowering(tuned, tmp_path):
     """The composition step on the real-weight model: with one convolution line marked slower under the
     winner (im2col), the composed build leaves that convolution to the default lowering and converts
     every other, computes what the default build computes, and takes the winner's place only when its
     race says it is faster than the winner."""
-    base = tmp_path / "base"
-    shutil.copytree(tuned["base"], base, symlinks=True)  # the search writes its table there
-    profile = load_profile(base)
-    search = StrategySearch(profile, StrategyOptions(only=["im2col"], compose_rounds=3), Budget(1200.0),
-                            Console(stderr=True), 600.0, resume=True)
-    im2col = search.result.candidates[0]
-    assert im2col.name == "im2col" and search._resumed(im2col) and im2col.vmfb is not None
-    search.result.winner = im2col
-    conv = next(row for row in tuned["strategies"]["per_line"] if row["op_kind"] == "onnx.Conv")
+    search, conv = composed_search(tuned, tmp_path, "im2col")
     search.result.per_line = [{**conv, "strategy": "im2col", "ratio": 0.5}]
     composed = search.compose()
     assert composed is not None and composed.name == "per-op im2col" and composed.program.is_file()
     assert composed.entry()["flags"] == [IM2COL]
-    convolutions = sum(1 for node in onnx.load(tuned["model"]).graph.node if node.op_type == "Conv")
-    assert f"im2col on {convolutions - 1} of {convolutions} convolutions" in composed.reason
-    # IREE's own output after global optimization (where im2col runs): a matmul on every convolution
-    # line but the marked one
-    lowered = tmp_path / "global-optimization.mlir"
-    subprocess.run([tool_path("iree-compile"), str(composed.program), *TARGET, IM2COL, "--mlir-print-debuginfo",
-                    "--compile-to=global-optimization", "-o", str(lowered)], check=True, capture_output=True)
-    module = parse_file(lowered, new_context())
-    matmul_lines = {line for op in walk(module.operation) if op.name == "linalg.matmul"
-                    for file, line in source_lines(op) if file == conv["file"]}
-    conv_lines = {line for line, node in enumerate(onnx.load(tuned["model"]).graph.node, start=1) if node.op_type == "Conv"}
-    assert conv["line"] in conv_lines and matmul_lines == conv_lines - {conv["line"]}
-    function = profile.summary["function"]
-    reference = outputs(tuned["base"] / "artifacts" / "app.vmfb", function, tmp_path / "default.npy")
-    agree, why = outputs_agree([reference], [outputs(composed.vmfb, function, tmp_path / "composed.npy")], 1e-3)
-    assert agree, why
-    against = re.search(r"([0-9.]+)x the im2col build \(95% CI ([0-9.]+)-([0-9.]+)\)$", composed.reason)
-    assert against is not None, composed.reason
-    assert (search.result.winner is composed) == (composed.status == "faster" and float(against[2]) > 1)
-    written = json.loads((base / "tune" / "strategies.json").read_text())
-    assert next(e for e in written["strategies"] if e["name"] == "per-op im2col")["program"] == str(composed.program)
+    conv_lines = convolution_lines(tuned["model"])
+    assert (f"the default lowering for 1 of {len(conv_lines)} convolutions, the im2col build's for the others"
+            in composed.reason)
+    assert conv["line"] in conv_lines
+    check_composed(tuned, tmp_path, search, composed, conv, conv_lines - {conv["line"]})
     # a composition that wins is profiled and diffed like the others: the rewritten program keeps the
     # .onnx file's lines, so every convolution line of the base is matched in the per-line table
-    directory = _profile_builder(profile, Console(stderr=True))(
+    directory = _profile_builder(search.profile, Console(stderr=True))(
         option_flags(composed.option), tmp_path / "composed_profile", composed.program)
     assert load_profile(directory).manifest["input"] == str(composed.program)
-    rows = per_line_rows(profile, directory, composed.name, 2)
+    rows = per_line_rows(search.profile, directory, composed.name, 2)
     assert {r["line"] for r in rows if r["file"] == conv["file"] and r["op_kind"] == "onnx.Conv"} == conv_lines
+
+
+def test_per_op_composition_takes_im2col_for_one_convolution_under_conv_data_tiling(tuned, tmp_path):
+    """The other rewrite on the real-weight model: conv data tiling wins, and the table shows an im2col
+    strategy clearly faster on one convolution line; the composed build makes that convolution (only)
+    im2col + matmul, computes what the default build computes, and wins only as its race says."""
+    search, conv = composed_search(tuned, tmp_path, "conv-data-tiling")
+    search.result.per_line = [{**conv, "strategy": "conv-data-tiling", "ratio": 5.0},
+                              {**conv, "strategy": "im2col", "ratio": 8.0}]
+    composed = search.compose()
+    assert composed is not None and composed.name == "per-op conv-data-tiling"
+    assert composed.entry()["flags"] == search.result.candidates[0].entry()["flags"]  # the winner's, unchanged
+    assert f"im2col for 1 of {len(convolution_lines(tuned['model']))} convolutions" in composed.reason
+    check_composed(tuned, tmp_path, search, composed, conv, {conv["line"]})

@@ -1,18 +1,25 @@
-"""Per-op composition: im2col on only the convolutions it makes faster, by a rewrite of the program at
-IREE's input level.
+"""Per-op composition: a layout strategy on only the convolutions it makes faster, by a rewrite of the
+program at IREE's input level.
 
-IREE 3.13 applies a strategy's flag to the whole program. Its im2col pass
-(``iree-global-opt-convert-conv2d-to-img2col``, behind ``--iree-global-opt-use-im2col-for-convs``)
-rewrites *named* convolution ops only: a convolution written as a ``linalg.generic`` is left alone, and
-is lowered as the default build lowers the named op (IREE's global optimization generalizes every
-convolution before codegen anyway). So the composition generalizes the convolutions im2col slows
-(``linalg-generalize-named-ops``, run on each one alone) and the program is built with the winner's
-flags unchanged: no call boundary, nothing un-fused.
+IREE 3.13 applies a strategy's flag to the whole program. Two rewrites of single convolutions
+(:data:`REWRITES`, each a pass run on one op alone) let the per-line table choose per op instead:
+
+- **default lowering** under an im2col winner: IREE's im2col pass
+  (``iree-global-opt-convert-conv2d-to-img2col``, behind ``--iree-global-opt-use-im2col-for-convs``)
+  rewrites *named* convolution ops only, so a convolution made a ``linalg.generic``
+  (``linalg-generalize-named-ops``) is left to the default lowering (IREE's global optimization
+  generalizes every convolution before codegen anyway);
+- **im2col** under a winner without it (conv data tiling, channels-last): IREE's own im2col pass,
+  run on that convolution alone, makes it the im2col copy and matmul the im2col flag would have made,
+  which the winner's flags then lower as they lower any matmul.
+
+The program is then built with the winner's flags unchanged: no call boundary, nothing un-fused.
 
 Verified by compiling with IREE 3.13 (tests/test_compose.py): channels-last's pass and conv data tiling
-rewrite generic convolutions too, so they cannot be composed this way. Outlining convolutions into
-``util.func`` functions with a ``preprocessing_pipeline`` attribute and ``#util.inline.never`` does select
-them, but on real-weight resnet50 its call boundaries cost what the composition gained.
+rewrite generic convolutions too, so a convolution cannot be kept out of them this way. Outlining
+convolutions into ``util.func`` functions with a ``preprocessing_pipeline`` attribute and
+``#util.inline.never`` does select them, but on real-weight resnet50 its call boundaries cost what the
+composition gained.
 """
 
 from __future__ import annotations
@@ -30,20 +37,34 @@ from tracelink.provenance.locations import positions_of
 from tracelink.tools import run_checked, tool_path
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 
-# The strategy a program can opt single convolutions out of (see the module's docstring).
-PER_OP_LAYOUT = "im2col"
 # Flags that would drop the weights from the input-level program (the profiled build has them, for its dumps).
 ELIDING_FLAGS = ("--mlir-elide-",)
-GENERALIZE = "builtin.module(func.func(linalg-generalize-named-ops))"
+# The strategy whose layout the rewrites add or take away per op (a name of tracelink.tune.strategy.OPTIONS).
+PER_OP_LAYOUT = "im2col"
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What a composition does to each chosen convolution: a pass pipeline run on that op alone."""
+
+    name: str  # as the candidate's reason says it
+    pipeline: str
+
+
+# a convolution left to the default lowering (im2col leaves generic ops alone)
+KEEP_DEFAULT = Rewrite("the default lowering", "builtin.module(func.func(linalg-generalize-named-ops))")
+# a convolution made im2col + matmul by IREE's own pass
+IM2COL = Rewrite("im2col", "builtin.module(func.func(iree-global-opt-convert-conv2d-to-img2col))")
+REWRITES = {rewrite.name: rewrite for rewrite in (KEEP_DEFAULT, IM2COL)}
 
 
 @dataclass(frozen=True)
 class Composition:
-    """A rewritten program: how many convolutions im2col takes, how many keep the default lowering."""
+    """A rewritten program: how many of its convolutions were rewritten."""
 
     program: Path
-    converted: int  # named convolutions left for the im2col pass
-    kept: int  # convolutions generalized: the default lowering
+    rewritten: int
+    convolutions: int  # named 2-D convolutions in the program
 
 
 def is_convolution(op: ir.Operation) -> bool:
@@ -69,33 +90,29 @@ def input_program(program: Path, flags: list[str], workdir: Path, timeout: float
     return output
 
 
-def compose(source: Path, output: Path, keeps_default: Callable[[ir.Operation], bool]) -> Composition:
-    """Rewrite the input-level program ``source`` into ``output`` with every convolution for which
-    ``keeps_default`` holds generalized, so that im2col leaves it to the default lowering."""
+def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], rewrite: Rewrite) -> Composition:
+    """Rewrite the input-level program ``source`` into ``output`` with ``rewrite`` applied to every
+    convolution for which ``chosen`` holds."""
     context = new_context()
     module = parse_file(source, context)
-    converted = kept = 0
+    convolutions = [op for op in walk(module.operation) if is_convolution(op)]
     with context, ir.Location.unknown(context):
-        for op in [op for op in walk(module.operation) if is_convolution(op)]:
-            if keeps_default(op):
-                generalize(op)
-                kept += 1
-            else:
-                converted += 1
+        rewritten = sum(1 for op in convolutions if chosen(op) and rewrite_alone(op, rewrite.pipeline))
         try:
             module.operation.verify()
         except ir.MLIRError as error:
             raise TracelinkError(f"{source}: the per-op rewrite does not verify: {str(error).splitlines()[0]}") from None
         make_directory(output.parent)
         write_text_atomic(output, module.operation.get_asm(enable_debug_info=True))
-    return Composition(output, converted, kept)
+    return Composition(output, rewritten, len(convolutions))
 
 
-def generalize(op: ir.Operation) -> ir.Operation:
-    """Replace a named linalg op by its ``linalg.generic`` form (same operands, results and location).
+def rewrite_alone(op: ir.Operation, pipeline: str) -> bool:
+    """Replace ``op`` by what ``pipeline`` makes of it; False (``op`` left as it is) when the pipeline
+    leaves it alone.
 
-    MLIR's pass generalizes every named op of a function, so it runs on a copy of ``op`` alone in a
-    scratch function, and the generic it makes is copied back in ``op``'s place."""
+    The passes rewrite every op of a function they apply to, so they run on a copy of ``op`` alone in a
+    scratch function, and the ops they make (with ``op``'s location) are copied back in ``op``'s place."""
     types = [value.type for value in op.operands]
     scratch = ir.Module.create()
     function = ir.Operation.create(
@@ -107,14 +124,22 @@ def generalize(op: ir.Operation) -> ir.Operation:
     for index, argument in enumerate(block.arguments):
         alone.operands[index] = argument
     ir.Operation.create("func.return", operands=list(alone.results), ip=ir.InsertionPoint(block))
-    passmanager.PassManager.parse(GENERALIZE).run(scratch.operation)
-    generic = next(child.operation for child in block.operations)
-    if generic.name != "linalg.generic":
-        raise TracelinkError(f"{op.location}: {op.name} does not generalize (got {generic.name})")
-    replacement = generic.clone(ip=ir.InsertionPoint(op))
-    for index, value in enumerate(op.operands):
-        replacement.operands[index] = value
-    for old, new in zip(op.results, replacement.results):
-        old.replace_all_uses_with(new)
+    passmanager.PassManager.parse(pipeline).run(scratch.operation)
+    *made, returned = [child.operation for child in block.operations]
+    if any(child.name == op.name for child in made):
+        return False
+    # scratch values (the arguments, then each copied op's results) -> the values in op's function
+    copies: list[tuple[ir.Value, ir.Value]] = list(zip(block.arguments, op.operands))
+
+    def copy_of(value: ir.Value) -> ir.Value:
+        return next(new for old, new in copies if old == value)
+
+    for child in made:
+        replacement = child.clone(ip=ir.InsertionPoint(op))
+        for index, value in enumerate(child.operands):
+            replacement.operands[index] = copy_of(value)
+        copies += zip(child.results, replacement.results)
+    for old, value in zip(op.results, returned.operands):
+        old.replace_all_uses_with(copy_of(value))
     op.erase()
-    return replacement
+    return True

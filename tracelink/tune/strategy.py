@@ -19,8 +19,10 @@ in a short race together with the survivors. Last, the best few of that race (th
 among them) race again in a longer race, and the winner is the largest speedup of that race whose
 interval lies above 1: never slower than the best single option set raced in the same rounds.
 After the per-line table, :meth:`StrategySearch.compose` tries the winner per op
-(:mod:`tracelink.tune.compose`): its im2col only where the table does not show it slowing a
-convolution; that build replaces the winner only when a race shows it faster than the winner.
+(:mod:`tracelink.tune.compose`): an im2col winner leaves the convolutions the table shows it slowing
+to the default lowering; a winner without im2col takes im2col on the convolutions the table shows an
+im2col strategy making clearly faster. That build replaces the winner only when a race shows it
+faster than the winner.
 
 Data contract (read by the report's advice, written atomically after every candidate, so an interrupt
 keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.json`` =
@@ -66,7 +68,7 @@ from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.profile_dir import Profile
 from tracelink.tools import run_checked, tool_path
-from tracelink.tune.compose import PER_OP_LAYOUT, compose, input_program, source_lines
+from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, PER_OP_LAYOUT, Rewrite, compose, input_program, source_lines
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, summarize, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
@@ -163,7 +165,7 @@ class StrategyOptions:
     finalists: int = 3  # builds of the latest stage raced again in the final race (at most)
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
     profile_top: int = 2  # faster strategies profiled for the per-line table
-    compose: bool = True  # try the winner's im2col on only the convolutions it made faster
+    compose: bool = True  # try the winner's layout per convolution (tracelink.tune.compose)
     # alternating rounds of that composition against the winner: the two are a few percent apart
     # (resnet50: 1.04-1.07x), which 6 rounds on a busy 2-core machine do not resolve
     compose_rounds: int = 16
@@ -430,31 +432,32 @@ class StrategySearch:
         return times
 
     def compose(self) -> Candidate | None:
-        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): the program rewritten so
-        that im2col leaves the convolutions the per-line table shows it slowing, built with the winner's
-        flags, checked, then raced against the default and the winner. It becomes the winner when it is
-        significantly faster than the winner. None: nothing to compose."""
+        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): the program rewritten per
+        convolution as :func:`composition_plan` says, built with the winner's flags, checked, then raced
+        against the default and the winner. It becomes the winner when it is significantly faster than
+        the winner. None: nothing to compose."""
         winner = self.result.winner
-        slowed = composition_plan(winner, self.result.per_line) if winner is not None else None
-        if slowed is None or self.budget.left() <= 0:
+        plan = composition_plan(winner, self.result.per_line) if winner is not None else None
+        if plan is None or self.budget.left() <= 0:
             return None
+        rewrite, lines = plan
         directory = self.workdir / "per-op"
         candidate = Candidate(Option(f"per-op {winner.name}", winner.option.flags, winner.option.passes), stage=4)
         self.result.candidates.append(candidate)
         try:
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
-            composition = compose(source, directory / "program.mlir", lambda op: bool(source_lines(op) & slowed))
+            composition = compose(source, directory / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite)
         except TracelinkError as error:
             candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
             self.save()
             return candidate
-        if not composition.kept:  # no convolution on those lines: the winner's program
+        if not composition.rewritten:  # no convolution on those lines: the winner's program
             self.result.candidates.remove(candidate)
             self.save()
             return None
         candidate.program = composition.program
-        what = (f"{PER_OP_LAYOUT} on {composition.converted} of {composition.converted + composition.kept} "
-                "convolutions, the others lowered as by default")
+        what = (f"{rewrite.name} for {composition.rewritten} of {composition.convolutions} convolutions, "
+                f"the {winner.name} build's for the others")
         self._build_and_check(candidate, directory / "build")
         if candidate.vmfb is None:
             candidate.reason = f"{what}: {candidate.reason}"
@@ -486,19 +489,41 @@ def settle(candidates: list[Candidate]) -> Candidate | None:
     return max(winners, key=lambda c: c.ratio or 0.0) if winners else None
 
 
-def composition_plan(winner: Candidate, per_line: list[dict]) -> set[tuple[str, int]] | None:
-    """The source lines whose convolutions keep the default lowering in a per-op composition of
-    ``winner``: where the per-line table shows the winner clearly slower than the default. None: the
-    winner's layout is not im2col alone (the one option IREE 3.13 lets single convolutions out of; see
-    :mod:`tracelink.tune.compose`), or it slowed no line."""
+def layouts(name: str) -> list[str] | None:
+    """The layout options of a strategy named by :func:`combine`; None: not a combination of
+    :data:`OPTIONS` (an ``extra`` candidate, a composition)."""
     known = {option.name: option for option in OPTIONS}
-    parts = [known.get(part) for part in winner.name.split("+")]
-    if None in parts or [o.name for o in parts if o.role == "layout"] != [PER_OP_LAYOUT]:
+    parts = [known.get(part) for part in name.split("+")]
+    return None if None in parts else [option.name for option in parts if option.role == "layout"]
+
+
+def composition_plan(winner: Candidate, per_line: list[dict]) -> tuple[Rewrite, set[tuple[str, int]]] | None:
+    """How a per-op composition of ``winner`` rewrites which source lines' convolutions
+    (:mod:`tracelink.tune.compose`), from the per-line table:
+
+    - a winner whose layout is im2col alone keeps the default lowering where the table shows it
+      clearly slower than the default;
+    - a winner without im2col takes im2col where the table shows a strategy with im2col clearly
+      faster than the winner (both diffed against the same default build: their ratios compare).
+
+    "Clearly" is as the advice calls a line helped (``HELPED``): a clear change, not the scatter of one
+    diff. None: another layout (channels-last and conv data tiling cannot be kept off single
+    convolutions in IREE 3.13), or no such line."""
+    own = layouts(winner.name)
+    ratios = {(row["file"], int(row["line"]), row["op_kind"]): row["ratio"] for row in per_line
+              if row["strategy"] == winner.name}
+    if own == [PER_OP_LAYOUT]:
+        rewrite = KEEP_DEFAULT
+        lines = {(file, line) for (file, line, _), ratio in ratios.items() if ratio * HELPED <= 1}
+    elif own is not None and PER_OP_LAYOUT not in own:
+        rewrite = IM2COL
+        lines = {(row["file"], int(row["line"])) for row in per_line
+                 if PER_OP_LAYOUT in (layouts(row["strategy"]) or [])
+                 and (row["file"], int(row["line"]), row["op_kind"]) in ratios
+                 and row["ratio"] >= HELPED * ratios[row["file"], int(row["line"]), row["op_kind"]]}
+    else:
         return None
-    # slowed as the advice calls a line helped (HELPED): a clear change, not the scatter of one diff
-    slowed = {(row["file"], int(row["line"])) for row in per_line
-              if row["strategy"] == winner.name and row["ratio"] * HELPED <= 1}
-    return slowed or None
+    return (rewrite, lines) if lines else None
 
 
 def _best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
