@@ -17,7 +17,7 @@ from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, input_program, source_lines
 from tracelink.tune.spec import compile_variant
-from tracelink.tune.strategy import (OPTIONS, Candidate, Option, SearchResult, composition_plan, option_flags,
+from tracelink.tune.strategy import (OPTIONS, Candidate, Option, SearchResult, composition_plans, option_flags,
                                      outputs_agree, run_outputs)
 
 PROGRAM = REPO / "tests" / "data" / "two_convs.mlir"
@@ -132,44 +132,52 @@ def test_the_rewritten_program_keeps_its_weights_locations_and_ops(builds):
     assert "__elided__" not in builds["composition"].program.read_text()
 
 
-def winner(name: str) -> Candidate:
+def strategy(name: str) -> Candidate:
     return Candidate(Option(name), status="faster", ratio=3.0, ci=[2.0, 4.0])
 
 
-def rows(strategy: str, *ratios: tuple[int, float]) -> list[dict]:
-    return [{"file": "m.onnx", "line": line, "op_kind": "onnx.Conv", "strategy": strategy, "base_ns": 1.0,
+def rows(name: str, *ratios: tuple[int, float]) -> list[dict]:
+    return [{"file": "m.onnx", "line": line, "op_kind": "onnx.Conv", "strategy": name, "base_ns": 1.0,
              "strategy_ns": 1.0 / ratio, "ratio": ratio} for line, ratio in ratios]
 
 
+def plans(winner: str, table: list[dict], *others: str) -> list[tuple[str, str, set[int]]]:
+    """composition_plans with ``winner`` and ``others`` faster, as (host, rewrite, lines)."""
+    won = strategy(winner)
+    found = composition_plans(won, [won, *map(strategy, others)], table)
+    return [(host.name, rewrite.name, {line for _, line in lines}) for host, rewrite, lines in found]
+
+
 def test_the_plan_keeps_the_lines_the_winner_clearly_slowed():
-    plan = composition_plan(winner("im2col+data-tiling+ukernels"),
-                            rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95))
-                            + rows("im2col", (10, 0.5)))
-    assert plan == (KEEP_DEFAULT, {("m.onnx", 8)})
+    table = rows("im2col+data-tiling+ukernels", (8, 0.5), (9, 3.0), (11, 0.95)) + rows("im2col", (10, 0.5))
+    assert plans("im2col+data-tiling+ukernels", table) == [("im2col+data-tiling+ukernels", KEEP_DEFAULT.name, {8})]
 
 
-def test_the_plan_takes_im2col_where_an_im2col_strategy_was_clearly_faster_than_the_winner():
-    # line 8: im2col+data-tiling 1.6x the winner; line 9: 1.1x (scatter); line 10: measured only with
+def test_the_plan_takes_im2col_where_an_im2col_strategy_was_clearly_faster_than_the_host():
+    # line 8: im2col+data-tiling 1.6x the host; line 9: 1.1x (scatter); line 10: measured only with
     # im2col; line 11: by a strategy without im2col
-    plan = composition_plan(winner("conv-data-tiling"),
-                            rows("conv-data-tiling", (8, 5.0), (9, 5.0), (11, 5.0))
-                            + rows("im2col+data-tiling", (8, 8.0), (9, 5.5), (10, 9.0))
-                            + rows("data-tiling", (11, 9.0)))
-    assert plan == (IM2COL, {("m.onnx", 8)})
-    assert composition_plan(winner("channels-last+data-tiling"), rows("channels-last+data-tiling", (8, 2.0))
-                            + rows("im2col", (8, 3.0)))[1] == {("m.onnx", 8)}
+    table = (rows("conv-data-tiling", (8, 5.0), (9, 5.0), (11, 5.0)) + rows("im2col+data-tiling", (8, 8.0), (9, 5.5), (10, 9.0))
+             + rows("data-tiling", (11, 9.0)))
+    assert plans("conv-data-tiling", table) == [("conv-data-tiling", IM2COL.name, {8})]
+    # the same host when the im2col strategy won: both ways are tried, each on its own lines
+    table += rows("im2col+data-tiling", (12, 0.5))
+    assert plans("im2col+data-tiling", table, "conv-data-tiling", "data-tiling") == [
+        ("im2col+data-tiling", KEEP_DEFAULT.name, {12}), ("conv-data-tiling", IM2COL.name, {8})]  # data-tiling:
+    # no line measured with both it and an im2col strategy
+    assert plans("channels-last+data-tiling", rows("channels-last+data-tiling", (8, 2.0)) + rows("im2col", (8, 3.0))) \
+        == [("channels-last+data-tiling", IM2COL.name, {8})]
 
 
 def test_nothing_is_composed_without_a_composable_layout_or_a_clear_line():
-    assert composition_plan(winner("conv-data-tiling"), rows("conv-data-tiling", (8, 0.5))) is None
-    assert composition_plan(winner("conv-data-tiling"), rows("conv-data-tiling", (8, 5.0))
-                            + rows("im2col", (8, 5.5))) is None
-    assert composition_plan(winner("im2col+channels-last"), rows("im2col+channels-last", (8, 0.5))) is None
-    assert composition_plan(winner("conv-data-tiling+im2col"), rows("conv-data-tiling+im2col", (8, 0.5))
-                            + rows("im2col", (8, 9.0))) is None
-    assert composition_plan(winner("im2col"), rows("im2col", (8, 1.5))) is None
-    assert composition_plan(winner("im2col"), rows("im2col+data-tiling", (8, 0.5))) is None
-    assert composition_plan(winner("fast-math"), rows("fast-math", (8, 0.5)) + rows("im2col", (8, 9.0))) is None
+    assert plans("conv-data-tiling", rows("conv-data-tiling", (8, 0.5))) == []
+    assert plans("conv-data-tiling", rows("conv-data-tiling", (8, 5.0)) + rows("im2col", (8, 5.5))) == []
+    assert plans("im2col+channels-last", rows("im2col+channels-last", (8, 0.5))) == []
+    assert plans("conv-data-tiling+im2col", rows("conv-data-tiling+im2col", (8, 0.5)) + rows("im2col", (8, 9.0))) == []
+    assert plans("im2col", rows("im2col", (8, 1.5))) == []
+    assert plans("im2col", rows("im2col+data-tiling", (8, 0.5))) == []
+    assert plans("fast-math", rows("fast-math", (8, 0.5)) + rows("im2col", (8, 9.0))) == []
+    # a strategy that is not faster, or not profiled, hosts nothing
+    assert plans("im2col", rows("im2col", (8, 9.0)) + rows("conv-data-tiling", (8, 5.0))) == []
 
 
 def test_a_winning_composition_is_handed_over_as_its_program():

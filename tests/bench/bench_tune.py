@@ -23,8 +23,8 @@
    then IREE's default build, every single option set the strategy search built and checked, and the
    build tune hands over run alternately: each one's speedup over the default with a 95 % interval, and
    tune's build over the best single option set and over the best whole-program option set (a single
-   one or the fastest combination the search raced) of the same rounds; the per-op composition tune
-   built is raced too, handed over or not. Targets: tune's build >= 5x, 5x, 2x the default, and not
+   one or the fastest combination the search raced) of the same rounds; the per-op compositions tune
+   built are raced too, handed over or not. Targets: tune's build >= 5x, 5x, 2x the default, and not
    significantly slower than the best single option set.
 
 Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
@@ -323,9 +323,10 @@ def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Con
                               if combined else {})}
     profile = load_profile(base)
     builds = {"default": profile.artifacts / "app.vmfb", **globals_}
-    composed = next((e for e in strategies if e.get("program") and e["status"] in ("faster", "not faster")), None)
-    if composed and composed["program"] != (apply or {}).get("program"):  # raced here even when not handed over
-        builds["per-op composition"] = Path(composed["program"]).parent / "build" / "app.vmfb"
+    for composed in strategies:  # the per-op compositions tune built, raced here even when not handed over
+        if composed.get("program") and composed["status"] in ("faster", "not faster") \
+                and composed["program"] != (apply or {}).get("program"):
+            builds[composed["name"]] = Path(composed["program"]).parent / "build" / "app.vmfb"
     if apply:
         builds["tune's build"] = Path(apply["vmfb"])
     runs = [lambda _, v=v: time_program(v, profile.summary["function"], run_inputs(profile), run_parameters(profile),

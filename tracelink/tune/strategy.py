@@ -18,11 +18,11 @@ help together and not alone), and the survivors with each other; these are built
 in a short race together with the survivors. Last, the best few of that race (the best single option
 among them) race again in a longer race, and the winner is the largest speedup of that race whose
 interval lies above 1: never slower than the best single option set raced in the same rounds.
-After the per-line table, :meth:`StrategySearch.compose` tries the winner per op
-(:mod:`tracelink.tune.compose`): an im2col winner leaves the convolutions the table shows it slowing
-to the default lowering; a winner without im2col takes im2col on the convolutions the table shows an
-im2col strategy making clearly faster. That build replaces the winner only when a race shows it
-faster than the winner.
+After the per-line table, :meth:`StrategySearch.compose` builds per-op compositions
+(:mod:`tracelink.tune.compose`, :func:`composition_plans`): an im2col winner that leaves the
+convolutions the table shows it slowing to the default lowering, and a profiled strategy without
+im2col that takes im2col on the convolutions the table shows an im2col strategy making clearly faster.
+One of them replaces the winner only when a race shows it faster than the winner.
 
 Data contract (read by the report's advice, written atomically after every candidate, so an interrupt
 keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.json`` =
@@ -431,47 +431,61 @@ class StrategySearch:
                                 f"{len(racing)} build(s))")
         return times
 
-    def compose(self) -> Candidate | None:
-        """Per-op composition of the winner (:mod:`tracelink.tune.compose`): the program rewritten per
-        convolution as :func:`composition_plan` says, built with the winner's flags, checked, then raced
-        against the default and the winner. It becomes the winner when it is significantly faster than
-        the winner. None: nothing to compose."""
+    def compose(self) -> list[Candidate]:
+        """Per-op compositions (:mod:`tracelink.tune.compose`) as :func:`composition_plans` lays them
+        out: each program rewritten per convolution, built with its host strategy's flags, checked, then
+        raced against the default and the winner together. The fastest that is significantly faster
+        than the winner becomes the winner. Returns the compositions built."""
         winner = self.result.winner
-        plan = composition_plan(winner, self.result.per_line) if winner is not None else None
-        if plan is None or self.budget.left() <= 0:
-            return None
-        rewrite, lines = plan
+        plans = composition_plans(winner, self.result.candidates, self.result.per_line) if winner is not None else []
+        if not plans or self.budget.left() <= 0:
+            return []
         directory = self.workdir / "per-op"
-        candidate = Candidate(Option(f"per-op {winner.name}", winner.option.flags, winner.option.passes), stage=4)
-        self.result.candidates.append(candidate)
+        candidates = [Candidate(Option(f"per-op {host.name}", host.option.flags, host.option.passes), stage=4)
+                      for host, _, _ in plans]
+        self.result.candidates += candidates
         try:
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
-            composition = compose(source, directory / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite)
         except TracelinkError as error:
-            candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+            for candidate in candidates:
+                candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
             self.save()
-            return candidate
-        if not composition.rewritten:  # no convolution on those lines: the winner's program
-            self.result.candidates.remove(candidate)
+            return candidates
+        built: list[tuple[Candidate, str]] = []
+        for candidate, (host, rewrite, lines) in zip(candidates, plans):
+            own = directory / _directory_name(host.name)
+            try:
+                composition = compose(source, own / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite)
+            except TracelinkError as error:
+                candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+                continue
+            if not composition.rewritten:  # no convolution on those lines: the host's own program
+                self.result.candidates.remove(candidate)
+                continue
+            candidate.program = composition.program
+            what = (f"{rewrite.name} for {composition.rewritten} of {composition.convolutions} convolutions, "
+                    f"the {host.name} build's for the others")
+            self._build_and_check(candidate, own / "build")
+            if candidate.vmfb is None:
+                candidate.reason = f"{what}: {candidate.reason}"
+            else:
+                built.append((candidate, what))
             self.save()
-            return None
-        candidate.program = composition.program
-        what = (f"{rewrite.name} for {composition.rewritten} of {composition.convolutions} convolutions, "
-                f"the {winner.name} build's for the others")
-        self._build_and_check(candidate, directory / "build")
-        if candidate.vmfb is None:
-            candidate.reason = f"{what}: {candidate.reason}"
-            self.save()
-            return candidate
+        if not built:
+            return [c for c in candidates if c in self.result.candidates]
         stand_in = Candidate(winner.option, vmfb=winner.vmfb)  # the winner keeps what the final race measured
-        times = self._race([stand_in, candidate], self.options.compose_rounds, stage=4)
-        against = summarize(times[1], times[2])
-        candidate.reason = (f"{what}; {candidate.reason}; {against['speedup']:.2f}x the {winner.name} build "
-                            f"(95% CI {against['ci_low']:.2f}-{against['ci_high']:.2f})")
-        if candidate.status == "faster" and against["ci_low"] > 1:
-            self.result.winner = candidate
+        times = self._race([stand_in, *(c for c, _ in built)], self.options.compose_rounds, stage=4)
+        proven: list[tuple[float, Candidate]] = []
+        for (candidate, what), own_times in zip(built, times[2:]):
+            against = summarize(times[1], own_times)
+            candidate.reason = (f"{what}; {candidate.reason}; {against['speedup']:.2f}x the {winner.name} build "
+                                f"(95% CI {against['ci_low']:.2f}-{against['ci_high']:.2f})")
+            if candidate.status == "faster" and against["ci_low"] > 1:
+                proven.append((against["speedup"], candidate))
+        if proven:
+            self.result.winner = max(proven, key=lambda pair: pair[0])[1]
         self.save()
-        return candidate
+        return [c for c in candidates if c in self.result.candidates]
 
 
 def settle(candidates: list[Candidate]) -> Candidate | None:
@@ -497,33 +511,39 @@ def layouts(name: str) -> list[str] | None:
     return None if None in parts else [option.name for option in parts if option.role == "layout"]
 
 
-def composition_plan(winner: Candidate, per_line: list[dict]) -> tuple[Rewrite, set[tuple[str, int]]] | None:
-    """How a per-op composition of ``winner`` rewrites which source lines' convolutions
-    (:mod:`tracelink.tune.compose`), from the per-line table:
+def composition_plans(winner: Candidate, candidates: list[Candidate],
+                      per_line: list[dict]) -> list[tuple[Candidate, Rewrite, set[tuple[str, int]]]]:
+    """The per-op compositions the per-line table calls for (:mod:`tracelink.tune.compose`): each a
+    host strategy whose flags build it, the rewrite, and the source lines whose convolutions get it.
 
-    - a winner whose layout is im2col alone keeps the default lowering where the table shows it
+    - ``winner``, when its layout is im2col alone, keeps the default lowering where the table shows it
       clearly slower than the default;
-    - a winner without im2col takes im2col where the table shows a strategy with im2col clearly
-      faster than the winner (both diffed against the same default build: their ratios compare).
+    - ``winner`` and each other faster profiled strategy without im2col (conv data tiling,
+      channels-last) take im2col where the table shows a strategy with im2col clearly faster than
+      that host (both diffed against the same default build: their ratios compare).
 
     "Clearly" is as the advice calls a line helped (``HELPED``): a clear change, not the scatter of one
-    diff. None: another layout (channels-last and conv data tiling cannot be kept off single
-    convolutions in IREE 3.13), or no such line."""
-    own = layouts(winner.name)
-    ratios = {(row["file"], int(row["line"]), row["op_kind"]): row["ratio"] for row in per_line
-              if row["strategy"] == winner.name}
-    if own == [PER_OP_LAYOUT]:
-        rewrite = KEEP_DEFAULT
-        lines = {(file, line) for (file, line, _), ratio in ratios.items() if ratio * HELPED <= 1}
-    elif own is not None and PER_OP_LAYOUT not in own:
-        rewrite = IM2COL
-        lines = {(row["file"], int(row["line"])) for row in per_line
-                 if PER_OP_LAYOUT in (layouts(row["strategy"]) or [])
-                 and (row["file"], int(row["line"]), row["op_kind"]) in ratios
-                 and row["ratio"] >= HELPED * ratios[row["file"], int(row["line"]), row["op_kind"]]}
-    else:
-        return None
-    return (rewrite, lines) if lines else None
+    diff. A host with im2col among other layouts composes neither way (channels-last and conv data
+    tiling cannot be kept off single convolutions in IREE 3.13)."""
+    ratios: dict[str, dict[tuple[str, int, str], float]] = {}
+    for row in per_line:
+        ratios.setdefault(row["strategy"], {})[row["file"], int(row["line"]), row["op_kind"]] = row["ratio"]
+    plans = []
+    if layouts(winner.name) == [PER_OP_LAYOUT]:
+        slowed = {(file, line) for (file, line, _), ratio in ratios.get(winner.name, {}).items() if ratio * HELPED <= 1}
+        if slowed:
+            plans.append((winner, KEEP_DEFAULT, slowed))
+    with_im2col = [name for name in ratios if PER_OP_LAYOUT in (layouts(name) or [])]
+    hosts = [winner, *(c for c in candidates if c is not winner and c.status == "faster" and c.name in ratios)]
+    for host in hosts:
+        own = layouts(host.name)
+        if own is None or PER_OP_LAYOUT in own or host.name not in ratios:
+            continue
+        faster = {(file, line) for name in with_im2col for (file, line, kind), ratio in ratios[name].items()
+                  if ratio >= HELPED * ratios[host.name].get((file, line, kind), math.inf)}
+        if faster:
+            plans.append((host, IM2COL, faster))
+    return plans
 
 
 def _best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
@@ -595,10 +615,10 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
     for candidate in faster[: max(1, options.profile_top)] if profile_build else []:
         _profile_strategy(profile, result, candidate, options, budget, console, profile_build)
     if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
-        with console.status(f"composing {result.winner.name} per op: building and racing it"):
-            composed = search.compose()
-        if composed is not None and composed is result.winner:
-            _profile_strategy(profile, result, composed, options, budget, console, profile_build)
+        with console.status("composing strategies per op: building and racing the compositions"):
+            search.compose()
+        if result.winner.program is not None:  # a composition won
+            _profile_strategy(profile, result, result.winner, options, budget, console, profile_build)
     return result
 
 
