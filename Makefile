@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench fuzz browser vulkan docs clean
+.PHONY: setup demo test bench bench-strategies fuzz browser vulkan docs clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies, with the
 # jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both).
@@ -34,6 +34,11 @@ test: setup browser vulkan
 
 bench: setup browser
 	$(BIN)/python tests/bench/run_all.py
+
+# Only the strategy table on real weights (section 4 of bench_tune.py: squeezenet, inception_v1 and
+# resnet50, tune and the race of every option set), about 30 minutes; `make bench` runs it too, with the rest.
+bench-strategies: setup
+	$(BIN)/python tests/bench/bench_tune.py --skip-search --race-programs --workloads --rounds 12
 
 # FUZZ_INPUTS mutated inputs through the readers of untrusted bytes, over every core (tests/fuzz_mass.py):
 # a table per target; the first input that raised anything but a one-line error is saved under tests/_output/fuzz/failures.

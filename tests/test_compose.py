@@ -188,3 +188,18 @@ def test_a_winning_composition_is_handed_over_as_its_program():
     session = Session(SearchResult([composed], composed, []), tuned_profile=None)
     assert session.strategy_program() == Path("p.mlir") and session.apply_flags() == list(flags)
     assert composed.entry()["program"] == "p.mlir"
+
+
+def test_the_profiles_cover_both_sides_of_im2col_first():
+    from tracelink.tune.strategy import profile_order
+
+    def timed(name: str, ratio: float, status: str = "faster") -> Candidate:
+        return Candidate(Option(name), status=status, ratio=ratio, ci=[ratio - 0.1, ratio + 0.1])
+
+    candidates = [timed("im2col+data-tiling", 4.1), timed("im2col+data-tiling+ukernels", 4.0),
+                  timed("channels-last+data-tiling", 2.5), timed("conv-data-tiling", 1.6), timed("ukernels", 1.0, "not faster")]
+    result = SearchResult(candidates, candidates[0], [])
+    assert [c.name for c in profile_order(result)] == ["im2col+data-tiling", "channels-last+data-tiling",
+                                                       "im2col+data-tiling+ukernels", "conv-data-tiling"]
+    result.winner = candidates[3]  # the winner always comes first
+    assert [c.name for c in profile_order(result)][:2] == ["conv-data-tiling", "im2col+data-tiling"]

@@ -164,7 +164,7 @@ class StrategyOptions:
     keep: int = 2  # single options that go on to combinations (at most)
     finalists: int = 3  # builds of the latest stage raced again in the final race (at most)
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
-    profile_top: int = 2  # faster strategies profiled for the per-line table
+    profile_top: int = 2  # faster strategies profiled for the per-line table (see profile_order)
     compose: bool = True  # try the winner's layout per convolution (tracelink.tune.compose)
     # alternating rounds of that composition against the winner: the two are a few percent apart
     # (resnet50: 1.04-1.07x), which 6 rounds on a busy 2-core machine do not resolve
@@ -609,10 +609,7 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
     of the winner, profiled too when it wins."""
     search = StrategySearch(profile, options, budget, console, compile_timeout, resume)
     result = search.run()
-    faster = sorted((c for c in result.candidates if c.status == "faster"), key=lambda c: -(c.ratio or 0))
-    if result.winner is not None:  # the winner first: the tile search runs on its profile
-        faster = [result.winner, *(c for c in faster if c is not result.winner)]
-    for candidate in faster[: max(1, options.profile_top)] if profile_build else []:
+    for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
         _profile_strategy(profile, result, candidate, options, budget, console, profile_build)
     if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
         with console.status("composing strategies per op: building and racing the compositions"):
@@ -620,6 +617,21 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
         if result.winner.program is not None:  # a composition won
             _profile_strategy(profile, result, result.winner, options, budget, console, profile_build)
     return result
+
+
+def profile_order(result: SearchResult) -> list[Candidate]:
+    """The faster strategies in the order they are profiled for the per-line table: the winner first
+    (the tile search runs on its profile), then the fastest on the other side of im2col (with it when the
+    winner has none, without it when the winner has it: the table then shows what both ways of lowering
+    a convolution do to each line, and :func:`composition_plans` can mix them), then the rest, fastest
+    first."""
+    faster = sorted((c for c in result.candidates if c.status == "faster"), key=lambda c: -(c.ratio or 0))
+    if result.winner is not None:
+        faster = [result.winner, *(c for c in faster if c is not result.winner)]
+    first: dict[bool, Candidate] = {}
+    for candidate in faster:
+        first.setdefault(PER_OP_LAYOUT in (layouts(candidate.name) or []), candidate)
+    return [*first.values(), *(c for c in faster if c not in first.values())]
 
 
 def _profile_strategy(profile: Profile, result: SearchResult, candidate: Candidate, options: StrategyOptions,
