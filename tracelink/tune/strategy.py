@@ -165,10 +165,10 @@ class StrategyOptions:
     finalists: int = 3  # builds of the latest stage raced again in the final race (at most)
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
     profile_top: int = 2  # faster strategies profiled for the per-line table (see profile_order)
-    compose: bool = True  # try the winner's layout per convolution (tracelink.tune.compose)
-    # alternating rounds of that composition against the winner: the two are a few percent apart
-    # (resnet50: 1.04-1.07x), which 6 rounds on a busy 2-core machine do not resolve
-    compose_rounds: int = 16
+    compose: bool = True  # try the profiled strategies per convolution (tracelink.tune.compose)
+    # alternating rounds of the compositions against the winner: they are 5-15 % apart (squeezenet:
+    # 1.05-1.14x; resnet50: 1.02-1.07x), which 16 rounds on a busy 2-core machine did not always resolve
+    compose_rounds: int = 30
     calls: int = 5  # calls of the program per timed run
     # extra candidates: name = [flags] (e.g. a numerics-changing demotion, to see it refused)
     extra: dict = field(default_factory=dict)
