@@ -321,9 +321,10 @@ def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Con
     singles = {name: vmfb for name, vmfb in globals_.items() if "+" not in name}
     profile = load_profile(base)
     builds = {"default": profile.artifacts / "app.vmfb", **globals_}
-    for composed in strategies:  # the per-op compositions tune built, raced here even when not handed over
-        if composed.get("program") and composed["status"] in ("faster", "not faster") \
-                and composed["program"] != (apply or {}).get("program"):
+    # the per-op compositions tune built, raced here unless handed over as they are (not with a spec)
+    for composed in strategies:
+        handed = apply is not None and (apply["program"], apply["flags"]) == (composed.get("program"), composed["flags"])
+        if composed.get("program") and composed["status"] in ("faster", "not faster") and not handed:
             builds[composed["name"]] = Path(composed["program"]).parent / "build" / "app.vmfb"
     if apply:
         builds["tune's build"] = Path(apply["vmfb"])

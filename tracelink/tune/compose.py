@@ -2,18 +2,19 @@
 program at IREE's input level.
 
 IREE 3.13 applies a strategy's flag to the whole program. Two rewrites of single convolutions
-(:data:`REWRITES`, each a pass run on one op alone) let the per-line table choose per op instead:
+(:data:`KEEP_DEFAULT`, :data:`IM2COL`, each a pass run on one op alone) let the per-line table choose
+per op instead:
 
-- **default lowering** under an im2col winner: IREE's im2col pass
+- **default lowering** under an im2col strategy: IREE's im2col pass
   (``iree-global-opt-convert-conv2d-to-img2col``, behind ``--iree-global-opt-use-im2col-for-convs``)
   rewrites *named* convolution ops only, so a convolution made a ``linalg.generic``
   (``linalg-generalize-named-ops``) is left to the default lowering (IREE's global optimization
   generalizes every convolution before codegen anyway);
-- **im2col** under a winner without it (conv data tiling, channels-last): IREE's own im2col pass,
+- **im2col** under a strategy without it (conv data tiling, channels-last): IREE's own im2col pass,
   run on that convolution alone, makes it the im2col copy and matmul the im2col flag would have made,
-  which the winner's flags then lower as they lower any matmul.
+  which the strategy's flags then lower as they lower any matmul.
 
-The program is then built with the winner's flags unchanged: no call boundary, nothing un-fused.
+The program is then built with that strategy's flags unchanged: no call boundary, nothing un-fused.
 
 Verified by compiling with IREE 3.13 (tests/test_compose.py): channels-last's pass and conv data tiling
 rewrite generic convolutions too, so a convolution cannot be kept out of them this way. Outlining
@@ -55,7 +56,6 @@ class Rewrite:
 KEEP_DEFAULT = Rewrite("the default lowering", "builtin.module(func.func(linalg-generalize-named-ops))")
 # a convolution made im2col + matmul by IREE's own pass
 IM2COL = Rewrite("im2col", "builtin.module(func.func(iree-global-opt-convert-conv2d-to-img2col))")
-REWRITES = {rewrite.name: rewrite for rewrite in (KEEP_DEFAULT, IM2COL)}
 
 
 @dataclass(frozen=True)

@@ -605,8 +605,8 @@ ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, d
 def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
                       compile_timeout: float, resume: bool, profile_build: ProfileBuild | None) -> SearchResult:
     """The whole strategy search, then the per-line table of the faster strategies (profiled with
-    ``profile_build`` while the budget lasts; None: no per-line table), then the per-op composition
-    of the winner, profiled too when it wins."""
+    ``profile_build`` while the budget lasts; None: no per-line table), then the per-op compositions,
+    the one that wins profiled too."""
     search = StrategySearch(profile, options, budget, console, compile_timeout, resume)
     result = search.run()
     for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
