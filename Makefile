@@ -38,7 +38,7 @@ bench: setup browser
 # Only the strategy table on real weights (section 4 of bench_tune.py: squeezenet, inception_v1 and
 # resnet50, tune and the race of every option set), about 30 minutes; `make bench` runs it too, with the rest.
 bench-strategies: setup
-	$(BIN)/python tests/bench/bench_tune.py --skip-search --race-programs --workloads --rounds 40
+	$(BIN)/python tests/bench/bench_tune.py --skip-search --race-programs --workloads
 
 # FUZZ_INPUTS mutated inputs through the readers of untrusted bytes, over every core (tests/fuzz_mass.py):
 # a table per target; the first input that raised anything but a one-line error is saved under tests/_output/fuzz/failures.

@@ -453,6 +453,9 @@ class StrategySearch:
             return candidates
         built: list[tuple[Candidate, str]] = []
         for candidate, (host, rewrite, lines) in zip(candidates, plans):
+            if self.budget.left() <= 0:
+                candidate.reason = "the --budget ran out before it"
+                continue
             own = directory / _directory_name(host.name)
             try:
                 composition = compose(source, own / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite)
