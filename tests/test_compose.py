@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tracelink import TracelinkError
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, input_program, source_lines
@@ -55,14 +56,14 @@ def builds(tmp_path_factory) -> dict:
     def first(op) -> bool:
         return (PROGRAM.name, FIRST) in {(Path(f).name, line) for f, line in source_lines(op)}
 
-    composition = compose(source, where / "composed.mlir", first, KEEP_DEFAULT)
-    with_im2col = compose(source, where / "with_im2col.mlir", first, IM2COL)
+    composition = compose(source, where / "composed.mlir", first, KEEP_DEFAULT, where)
+    with_im2col = compose(source, where / "with_im2col.mlir", first, IM2COL, where)
     rng = np.random.default_rng(7)
     inputs = []
     for name, shape in (("input", (1, 8, 18, 18)), ("first", (16, 8, 3, 3)), ("second", (16, 16, 3, 3))):
         np.save(where / f"{name}.npy", rng.standard_normal(shape).astype(np.float32))
         inputs.append(f"@{where / f'{name}.npy'}")
-    return {"where": where, "composition": composition, "with_im2col": with_im2col, "inputs": inputs,
+    return {"where": where, "source": source, "first": first, "composition": composition, "with_im2col": with_im2col, "inputs": inputs,
             "default": built(PROGRAM, where / "default"), "global": built(PROGRAM, where / "global", IM2COL_FLAG),
             "composed": built(composition.program, where / "composed", IM2COL_FLAG),
             "conv_data_tiling": built(PROGRAM, where / "conv_data_tiling", *CONV_DATA_TILING),
@@ -203,3 +204,13 @@ def test_the_profiles_cover_both_sides_of_im2col_first():
                                                        "im2col+data-tiling+ukernels", "conv-data-tiling"]
     result.winner = candidates[3]  # the winner always comes first
     assert [c.name for c in profile_order(result)][:2] == ["conv-data-tiling", "im2col+data-tiling"]
+
+
+def test_a_link_planted_where_the_composition_is_written_is_refused(builds, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    (builds["where"] / "planted").symlink_to(victim)
+    with pytest.raises(TracelinkError, match=r"planted: is a symbolic link"):
+        compose(builds["source"], builds["where"] / "planted" / "program.mlir", builds["first"], IM2COL, builds["where"])
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"]

@@ -90,9 +90,11 @@ def input_program(program: Path, flags: list[str], workdir: Path, timeout: float
     return output
 
 
-def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], rewrite: Rewrite) -> Composition:
+def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], rewrite: Rewrite,
+            inside: Path) -> Composition:
     """Rewrite the input-level program ``source`` into ``output`` with ``rewrite`` applied to every
-    convolution for which ``chosen`` holds."""
+    convolution for which ``chosen`` holds. No link below ``inside`` (the profile directory) is
+    followed on the way to ``output``."""
     context = new_context()
     module = parse_file(source, context)
     convolutions = [op for op in walk(module.operation) if is_convolution(op)]
@@ -102,7 +104,7 @@ def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], 
             module.operation.verify()
         except ir.MLIRError as error:
             raise TracelinkError(f"{source}: the per-op rewrite does not verify: {str(error).splitlines()[0]}") from None
-        make_directory(output.parent)
+        make_directory(output.parent, inside)
         write_text_atomic(output, module.operation.get_asm(enable_debug_info=True))
     return Composition(output, rewritten, len(convolutions))
 

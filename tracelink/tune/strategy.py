@@ -458,7 +458,8 @@ class StrategySearch:
                 continue
             own = directory / _directory_name(host.name)
             try:
-                composition = compose(source, own / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite)
+                composition = compose(source, own / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite,
+                                      self.profile.directory)
             except TracelinkError as error:
                 candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
                 continue
