@@ -320,3 +320,20 @@ def test_per_op_composition_takes_im2col_for_one_convolution_under_conv_data_til
     assert (f"im2col for 1 of {len(convolution_lines(tuned['model']))} convolutions, the conv-data-tiling "
             "build's for the others" in composed.reason)
     check_composed(tuned, tmp_path, search, composed, conv, {conv["line"]})
+
+
+def test_a_link_planted_at_the_compositions_directory_is_refused(tuned, tmp_path):
+    """A link planted at ``tune/strategies/per-op`` refuses the composition in one line naming it, and
+    nothing is written where it points (the input-level program once was)."""
+    search, conv = composed_search(tuned, tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    per_op = search.workdir / "per-op"
+    if per_op.exists():
+        shutil.rmtree(per_op)
+    per_op.symlink_to(victim)
+    search.result.per_line = [{**conv, "strategy": "im2col", "ratio": 0.5}]
+    [refused] = search.compose()
+    assert refused.status == "compile failed" and refused.reason == (
+        f"{per_op}: is a symbolic link; tracelink writes nothing through links in its output (remove it)")
+    assert list(victim.iterdir()) == []

@@ -445,6 +445,7 @@ class StrategySearch:
                       for host, _, _ in plans]
         self.result.candidates += candidates
         try:
+            make_directory(directory, self.profile.directory)  # no link on the way: the compiler writes below it
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
         except TracelinkError as error:
             for candidate in candidates:
