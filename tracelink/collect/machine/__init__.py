@@ -10,13 +10,13 @@ probe, and 2.5 s of streaming), once per CPU model, worker count, compiler and m
   (a chained 256³ matmul under a few tile configs, :func:`probes.iree_gflops_per_core`). On this
   project's AVX-512 machine BLAS reached 130 GFLOP/s per core and IREE 262: with BLAS alone, tuned
   convolutions read 155 % of the peak;
-- the **bandwidth** is the 90th percentile of many rounds in which every worker copies its own 32 MiB
-  array at the same time (source and target together larger than any cache), counting the bytes read and
+- the **bandwidth** is the median of many rounds in which every worker copies its own 32 MiB
+  array eight times at the same time (source and target together larger than any cache), counting the bytes read and
   written; numpy releases the GIL while copying, so the threads run on all cores at once.
 
 The compute peak times by the measuring thread's CPU time (time the machine gives to other processes
 does not count) and keeps the best of many tries; the bandwidth times each round in wall time (a paused
-worker only makes its round longer) and keeps the 90th percentile of the rounds' rates. Both stay stable on a
+worker only makes its round longer) and keeps the median of the rounds' rates. Both stay stable on a
 machine that other processes load.
 
 This is part of the collect stage (it measures by running programs) so that both the aggregation (the
@@ -74,7 +74,7 @@ def measure_machine(workers: int) -> dict:
 
 # Part of the cache key: peaks measured by an earlier method (bandwidth by CPU time, compute by BLAS
 # alone, IREE's probe through the tuner) are measured again.
-PEAKS_METHOD = "bandwidth: 90th percentile of wall-time rounds; compute: BLAS and IREE's chained matmul"
+PEAKS_METHOD = "bandwidth: median of wall-time rounds of 8 copies per worker; compute: BLAS and IREE's chained matmul"
 
 
 def peaks_key(workers: int) -> str:

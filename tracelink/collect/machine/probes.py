@@ -22,12 +22,13 @@ from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
 STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
-STREAM_ROUNDS = 150
-# Rounds are spread over about two and a half seconds: other processes' memory traffic comes and goes,
-# and the rounds should sample quiet moments as well as busy ones.
-ROUND_PAUSE_S = 0.01
-# The rate kept: this percentile of the rounds' rates (see stream_bandwidth).
-STREAM_PERCENTILE = 90
+# Each worker copies its array this many times per round: one copy (~3 ms) is as short as the workers'
+# start skew, and then the copies of a round only half overlap (see stream_bandwidth).
+COPIES_PER_ROUND = 8
+STREAM_ROUNDS = 100
+# Rounds are spread over about five seconds: other processes' memory traffic comes and goes, and the
+# rounds should sample quiet moments as well as busy ones.
+ROUND_PAUSE_S = 0.02
 # Environment pinning numpy's BLAS (OpenBLAS, MKL or an OpenMP build) to one thread in the probe.
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -149,21 +150,21 @@ def probe_cpu_seconds(vmfb: Path) -> float:
 
 
 def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
-    """GB/s of ``workers`` threads each copying its own 32 MiB float32 array at once (bytes read plus
-    written): the 90th percentile of the rates of ``rounds`` rounds spread over about two and a half
-    seconds.
+    """GB/s of ``workers`` threads each copying its own 32 MiB float32 array :data:`COPIES_PER_ROUND`
+    times at once (bytes read plus written): the median of the rates of ``rounds`` rounds spread over
+    about five seconds.
 
-    A round lasts from the first copy's start to the last copy's end in wall time: a thread the
-    scheduler pauses only makes its round longer (the copies then run one after the other), never
+    A round lasts from the first worker's start to the last one's end in wall time: a thread the
+    scheduler pauses only makes its round longer (its copies then run after the others'), never
     shorter. (Timing each copy by its own thread's CPU time counted such serialised rounds as fast: two
-    measurements on a busy 2-core VM read 46 and 82 GB/s.) Not the fastest rounds: on that VM the
-    bandwidth it gets has episodes of a few seconds at 1.4-1.7x its usual rate (other tenants' memory
-    traffic coming and going, likely), which the fastest rounds of a short window caught. Not the
-    median either: on another 2-core VM the rounds' rates fell in two groups, near 15 and near 24 GB/s
-    (rounds whose copies did not run at the same time, likely), and the median moved between them
-    (16 measurements: 19.6-26.9 GB/s, consecutive ones up to 1.15x apart, and 1 in 6 runs of the test
-    beyond 1.2x); the 90th percentile, the rate of the concurrent rounds, read 24.0-31.6 with
-    consecutive ones at most 1.10x apart.
+    measurements on a busy 2-core VM read 46 and 82 GB/s.) Several copies per round: with one, the
+    workers' start skew was as long as a copy, the copies of a median round overlapped for half of it,
+    and the rates fell in two groups (near 15 and near 24 GB/s on a 2-core VM) whose shares moved
+    between measurements; with eight, they overlap for over 90 % of it. Not the fastest rounds, nor a
+    high percentile: the bandwidth has episodes of a few seconds at 1.3-1.7x its usual rate (other
+    tenants' memory traffic coming and going, likely), which they catch. On that VM, 14 measurements in
+    a row read 28.8-34.8 GB/s by the median, consecutive ones at most 1.09x apart; the 90th percentile
+    of the same rounds read 33.5-42.4, consecutive ones up to 1.25x apart.
     """
     sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
     targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
@@ -175,11 +176,12 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
             def copy(worker: int, barrier: threading.Barrier = start_together) -> tuple[float, float]:
                 barrier.wait()
                 started = time.perf_counter()
-                np.copyto(targets[worker], sources[worker])
+                for _ in range(COPIES_PER_ROUND):
+                    np.copyto(targets[worker], sources[worker])
                 return started, time.perf_counter()
 
             spans = list(pool.map(copy, range(workers)))
             round_seconds.append(max(end for _, end in spans) - min(start for start, _ in spans))
             time.sleep(ROUND_PAUSE_S)
-    rates = 2 * STREAM_BYTES_PER_WORKER * workers / np.array(round_seconds) / 1e9
-    return float(np.percentile(rates, STREAM_PERCENTILE))
+    rates = 2 * STREAM_BYTES_PER_WORKER * COPIES_PER_ROUND * workers / np.array(round_seconds) / 1e9
+    return float(np.median(rates))
