@@ -88,3 +88,14 @@ def test_not_a_profile_directory(tmp_path):
 
     with pytest.raises(TracelinkError, match="not a profile directory"):
         load_profile(tmp_path)
+
+
+def test_a_tool_failure_whose_message_is_not_utf8_is_one_line():
+    """iree-compile's diagnostics can print an imported ONNX model's raw attribute bytes: the failure is
+    still one line naming the file, not a decoding traceback."""
+    from tracelink import TracelinkError
+    from tracelink.tools import run_checked
+
+    with pytest.raises(TracelinkError) as failed:
+        run_checked(["sh", "-c", r"printf 'error: onnx-caffe2 \240\377 bytes\n' >&2; exit 1"], 30.0, "m.onnx", "compiling it")
+    assert str(failed.value) == "m.onnx: sh failed compiling it: error: onnx-caffe2 \ufffd\ufffd bytes"

@@ -147,8 +147,9 @@ def reap(process: subprocess.Popen) -> int:
 
 def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess:
     """Like ``subprocess.run(capture_output=True, text=True)``, with the tool's whole group killed on a
-    timeout or an interrupt (raises ``subprocess.TimeoutExpired`` on a timeout)."""
-    process = start_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timeout or an interrupt (raises ``subprocess.TimeoutExpired`` on a timeout). Bytes that are not
+    UTF-8 read as U+FFFD: iree-compile's diagnostics print an imported ONNX model's raw attribute bytes."""
+    process = start_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except BaseException:

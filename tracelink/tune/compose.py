@@ -20,7 +20,14 @@ Verified by compiling with IREE 3.13 (tests/test_compose.py): channels-last's pa
 rewrite generic convolutions too, so a convolution cannot be kept out of them this way. Outlining
 convolutions into ``util.func`` functions with a ``preprocessing_pipeline`` attribute and
 ``#util.inline.never`` does select them, but on real-weight resnet50 its call boundaries cost what the
-composition gained.
+composition gained. A preprocessing transform spec on the user's own program
+(``--iree-preprocessing-transform-spec-filename``, convolutions matched by shape with
+``transform.iree.match.cast_compatible_dag_from_root``) does not reach every case: generalizing the
+convolutions kept off the im2col flag works under an im2col strategy, but under conv data tiling a
+generalized convolution fails codegen (real-weight squeezenet: "exceeded stack allocation limit"), and
+MLIR's ``transform.structured.convert_conv2d_to_img2col`` makes a flattened im2col whose
+``floordiv``/``mod`` maps the CPU pipeline cannot tile ("tiling is not supported for the semi-affine
+indexing map").
 """
 
 from __future__ import annotations
