@@ -99,3 +99,36 @@ def test_a_tool_failure_whose_message_is_not_utf8_is_one_line():
     with pytest.raises(TracelinkError) as failed:
         run_checked(["sh", "-c", r"printf 'error: onnx-caffe2 \240\377 bytes\n' >&2; exit 1"], 30.0, "m.onnx", "compiling it")
     assert str(failed.value) == "m.onnx: sh failed compiling it: error: onnx-caffe2 \ufffd\ufffd bytes"
+
+
+def test_an_iree_compile_crash_names_its_signal_and_pass():
+    """A crash prints no error line, only a backtrace (this one is IREE 3.13's, building real-weight
+    inception_v2 with conv data tiling and channels-last): the one line says what crashed where."""
+    from tracelink.tools import compiler_failure
+
+    backtrace = (Path(__file__).parent / "data" / "iree_compile_crash.txt").read_text()
+    assert backtrace.startswith("Please report issues")
+    assert compiler_failure(backtrace, -11) == "iree-compile crashed (SIGSEGV) in MaterializeDeviceEncodingPass"
+    assert compiler_failure("x.mlir:3:1: note: here\nx.mlir:2:1: error: bad op\n", 1) == "x.mlir:2:1: error: bad op"
+
+
+def test_a_variants_compile_log_runs_again_as_a_shell_reads_it(tmp_path):
+    """compile.log's first line is the command, quoted: a pipeline flag's parentheses survive a shell."""
+    import shlex
+
+    from tracelink import TracelinkError
+    from tracelink.compile.targets import TARGET_FLAGS
+    from tracelink.tune.spec import compile_variant
+
+    program = Path(__file__).parent / "data" / "two_convs.mlir"
+    pipeline = "--iree-preprocessing-pass-pipeline=builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))"
+    compile_variant(program, list(TARGET_FLAGS), [pipeline], tmp_path / "ok", 300.0, "channels-last")
+    command = (tmp_path / "ok" / "compile.log").read_text().splitlines()[0]
+    done = subprocess.run(["bash", "-c", command.replace(str(tmp_path / "ok" / "app.vmfb"), str(tmp_path / "again.vmfb"))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "again.vmfb").stat().st_size > 0 and pipeline in shlex.split(command)
+    with pytest.raises(TracelinkError) as failed:
+        compile_variant(program, list(TARGET_FLAGS), ["--iree-no-such-flag"], tmp_path / "bad", 300.0, "a typo")
+    assert "\n" not in str(failed.value) and str(failed.value).startswith("a typo: the program ")
+    assert str(failed.value).endswith(f"(see {tmp_path / 'bad' / 'compile.log'})")

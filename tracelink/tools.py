@@ -19,6 +19,7 @@ import ctypes
 import importlib.util
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -265,6 +266,20 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+# A frame of an MLIR tool's crash backtrace inside a pass (frames run innermost first).
+PASS_FRAME = re.compile(r"(\w+Pass)::runOnOperation")
+
+
+def compiler_failure(stderr: str, returncode: int) -> str:
+    """A failed iree-compile in one line: its first error, or the signal it crashed with and the
+    innermost pass of its backtrace (a crash prints no error line, only "Please report issues...")."""
+    if returncode < 0:
+        frame = PASS_FRAME.search(stderr)
+        return f"iree-compile crashed ({signal_name(-returncode)}){f' in {frame[1]}' if frame else ''}"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return next((line for line in lines if "error" in line), lines[0] if lines else f"exit status {returncode}")[:300]
 
 
 def last_lines(output: str, count: int = 3) -> str:

@@ -16,6 +16,7 @@ for this program as compiled with these flags, and serves every call site of the
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from iree.compiler import ir
 
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
-from tracelink.tools import run_tool, tool_path
+from tracelink.tools import compiler_failure, run_tool, tool_path
 from tracelink.ir_utils import walk
 from tracelink.tune.candidates import set_root_config
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
@@ -226,10 +227,11 @@ def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: 
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
         raise TracelinkError(f"{program}: compiling with {what} took over {timeout:g} s") from error
-    write_text_atomic(workdir / "compile.log", " ".join(command) + "\n\n" + done.stderr)
+    log = workdir / "compile.log"
+    write_text_atomic(log, shlex.join(command) + "\n\n" + done.stderr)  # the command as a shell runs it again
     if done.returncode != 0:
-        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-        raise TracelinkError(f"{what}: the program {program} does not compile with it: {first}")
+        raise TracelinkError(f"{what}: the program {program} does not compile with it: "
+                             f"{compiler_failure(done.stderr, done.returncode)} (see {log})")
     return vmfb
 
 
