@@ -160,7 +160,7 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
     measurements on a busy 2-core VM read 46 and 82 GB/s.) Several copies per round: with one, the
     workers' start skew was as long as a copy, the copies of a median round overlapped for half of it,
     and the rates fell in two groups (near 15 and near 24 GB/s on a 2-core VM) whose shares moved
-    between measurements; with eight, they overlap for over 90 % of it. Not the fastest rounds, nor a
+    between measurements; with eight, they overlap for about 90 % of it. Not the fastest rounds, nor a
     high percentile: the bandwidth has episodes of a few seconds at 1.3-1.7x its usual rate (other
     tenants' memory traffic coming and going, likely), which they catch. On that VM, 14 measurements in
     a row read 28.8-34.8 GB/s by the median, consecutive ones at most 1.09x apart; the 90th percentile
