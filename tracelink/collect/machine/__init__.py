@@ -1,7 +1,7 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
 Both are measured by tracelink itself in a few seconds (about 7 s on a 2-core VM: compiling IREE's
-probe, and 2.5 s of streaming), once per CPU model, worker count, compiler and method, and cached in
+probe, and 5 s of streaming), once per CPU model, worker count, compiler and method, and cached in
 ``~/.cache/tracelink/machine.json`` (with the CPU model):
 
 - the **compute peak** is the best GFLOP/s of a cache-resident f32 matmul on one core times the workers
