@@ -1,6 +1,6 @@
 """The machine's peaks, the roof of the roofline: f32 FLOP/s of all workers and streaming bandwidth.
 
-Both are measured by tracelink itself in a few seconds (about 7 s on a 2-core VM: compiling IREE's
+Both are measured by tracelink itself in a few seconds (about 12 s on a 2-core VM: compiling IREE's
 probe, and 5 s of streaming), once per CPU model, worker count, compiler and method, and cached in
 ``~/.cache/tracelink/machine.json`` (with the CPU model):
 
