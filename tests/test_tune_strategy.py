@@ -10,7 +10,9 @@ agrees with a separate `tracelink diff` of the two profiles."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,10 +31,13 @@ from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
+from tracelink.tune.diff import run_inputs
 from tracelink.tune.rounds import alternate, summarize, time_program
-from tracelink.tune.strategy import (STATUSES, Budget, StrategyOptions, StrategySearch, option_flags, outputs_agree,
-                                     per_line_rows)
-from tracelink.tune_command import _profile_builder
+from tracelink.tune.session import Session
+from tracelink.tune.spec import DUMP_FLAG_PREFIXES
+from tracelink.tune.strategy import (STATUSES, Budget, SearchResult, StrategyOptions, StrategySearch, option_flags,
+                                     outputs_agree, per_line_rows)
+from tracelink.tune_command import _profile_builder, apply_command
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
 SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
@@ -121,6 +126,42 @@ def test_the_faster_strategy_wins_and_is_handed_over_for_the_onnx_file(tuned):
     runs = [lambda _, v=v: time_program(v, function, ["1x3x224x224xf32=0.5"], [], 3, 600.0) for v in builds]
     base, im2col = alternate(runs, 4)
     assert summarize(base, im2col)["speedup"] > 1.5
+
+
+def run_as_printed(line: str, cwd: Path, output: Path) -> subprocess.CompletedProcess:
+    """The printed ``apply it:`` line run by a shell from ``cwd`` (``tracelink`` on the PATH, as after
+    installing it), with ``-o output`` added."""
+    command = line.removeprefix("apply it: ")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", f"{command} -o {shlex.quote(str(output))}"], cwd=cwd, capture_output=True,
+                          text=True, env={**os.environ, "PATH": path})
+
+
+def assert_builds_what_was_raced(applied: Path, base: Path, log: Path) -> None:
+    """The profile the ``apply it:`` line made compiled the program the raced build compiled (the first
+    line of its compile.log, as a shell runs it again) with the same flags (dumps aside), and ran the
+    base profile's function on its inputs as often."""
+    made, profiled = load_profile(applied), load_profile(base)
+    raced = shlex.split(log.read_text().split("\n", 1)[0])
+    assert raced[-2] == "-o"
+    assert [f for f in made.manifest["compiler"]["flags"] if not f.startswith(DUMP_FLAG_PREFIXES)] == \
+        [f for f in raced[2:-2] if not f.startswith(DUMP_FLAG_PREFIXES)]
+    assert Path(made.manifest["input"]).read_text() == Path(raced[1]).read_text()  # an .onnx: imported again, the same
+    assert made.summary["function"] == profiled.summary["function"]
+    assert made.summary["inputs"] == [f"@{os.path.abspath(v[1:])}" if v.startswith("@") else v for v in run_inputs(profiled)]
+    assert (made.summary["repetitions"], made.summary["warmup"]) == (profiled.summary["repetitions"], profiled.summary["warmup"])
+
+
+def test_the_apply_line_runs_as_printed_and_builds_what_was_raced(tuned, tmp_path):
+    line = next(line for line in tuned["done"].stderr.splitlines() if line.startswith("apply it: "))
+    done = run_as_printed(line, REPO, tmp_path / "applied")  # tune ran from REPO (run_cli)
+    assert done.returncode == 0, done.stderr
+    apply = tuned["document"]["apply"]
+    assert apply["command"] == shlex.split(line.removeprefix("apply it: "))
+    tuned_too = any(flag.startswith("--iree-codegen-tuning-spec-path=") for flag in apply["flags"])
+    # the build handed over: the winner's (im2col) as the strategy race built it, or the tiles' check on it
+    log = (Path(apply["vmfb"]).parent if tuned_too else tuned["base"] / "tune" / "strategies" / "im2col") / "compile.log"
+    assert_builds_what_was_raced(tmp_path / "applied", tuned["base"], log)
 
 
 def test_per_line_table_agrees_with_a_separate_diff(tuned, tmp_path):
@@ -303,7 +344,7 @@ def test_per_op_composition_leaves_a_slowed_convolution_to_the_default_lowering(
     assert {r["line"] for r in rows if r["file"] == conv["file"] and r["op_kind"] == "onnx.Conv"} == conv_lines
 
 
-def test_per_op_composition_takes_im2col_for_one_convolution_under_conv_data_tiling(tuned, tmp_path):
+def test_per_op_composition_takes_im2col_for_one_convolution_under_conv_data_tiling(tuned, tmp_path, monkeypatch):
     """The other rewrite on the real-weight model, as squeezenet's search meets it: im2col wins, conv
     data tiling is faster too, and the table shows im2col clearly faster than conv data tiling on one
     convolution line. The composition on conv data tiling's flags makes that convolution (only)
@@ -320,6 +361,21 @@ def test_per_op_composition_takes_im2col_for_one_convolution_under_conv_data_til
     assert (f"im2col for 1 of {len(convolution_lines(tuned['model']))} convolutions, the conv-data-tiling "
             "build's for the others" in composed.reason)
     check_composed(tuned, tmp_path, search, composed, conv, {conv["line"]})
+    # handed over as `tune` run in tmp_path on the profile "base" prints it (the composition named as
+    # base/tune/...): the line runs there as printed and builds what was raced. The rewritten program's
+    # first public function is not the profiled one (the $async variant comes first), so it must say which
+    monkeypatch.chdir(tmp_path)
+    base = load_profile(Path("base"))
+    composed.program = Path(os.path.relpath(composed.program))
+    function = base.summary["function"]
+    first = re.search(r"util\.func public @(\S+?)\(", composed.program.read_text())[1]
+    assert first != function and function in composed.program.read_text()
+    line = "apply it: " + shlex.join(apply_command(base, Session(SearchResult([composed], composed, []), base)))
+    assert f"--function={function}" in line
+    done = run_as_printed(line, tmp_path, Path("applied"))
+    assert done.returncode == 0, done.stderr
+    assert_builds_what_was_raced(tmp_path / "applied", tmp_path / "base",
+                                 search.workdir / "per-op" / "conv-data-tiling" / "build" / "compile.log")
 
 
 def test_a_link_planted_at_the_compositions_directory_is_refused(tuned, tmp_path):

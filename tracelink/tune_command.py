@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +14,7 @@ from tracelink.outdir import locked, refuse_foreign_file
 from tracelink.tune.diff import DEFAULT_ROUNDS
 
 if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning
+    from tracelink.profile_dir import Profile
     from tracelink.tune.run import Outcome
 
 TUNER_NAMES = ("xgb", "random", "grid")
@@ -156,7 +159,7 @@ def run_tune(args: argparse.Namespace) -> int:
     trials = session.tuned_profile.directory / "tune" / "trials.csv"
     # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its
     # import; a per-op composition that won is a rewritten program of its own
-    program = session.strategy_program() or profile.summary.get("model") or profile.manifest.get("input", "<program>")
+    program = profiled_program(profile, session.strategy_program())
     strategy = session.strategies.winner.name if session.strategies and session.strategies.winner else None
     against = f"the {strategy} build" if strategy else "the default"
     if check is not None and check["tuned"]:
@@ -177,14 +180,13 @@ def run_tune(args: argparse.Namespace) -> int:
         if warning:
             out.print(f"warning: {warning}")
         if check["best"]:
-            flags = " ".join(_compile_flag(flag) for flag in check["best_flags"])
-            out.print(f"the flag baseline {check['best']} is faster; use it: tracelink profile {_quote(program)} {flags}",
-                      markup=False, soft_wrap=True)
+            out.print(f"the flag baseline {check['best']} is faster; use it: "
+                      f"{shlex.join(profile_command(profile, program, check['best_flags']))}", markup=False, soft_wrap=True)
     elif tuning is None and check is not None and check["flags"] and check["flags"]["verdict"] == "flags":
-        flags = " ".join(_compile_flag(flag) for flag in check["flags"]["flags"])
         out.print(f"the flag baseline {check['flags']['baseline']} is the better choice; no spec written (trials: "
                   f"{trials})", markup=False, soft_wrap=True)
-        out.print(f"use it: tracelink profile {_quote(program)} {flags}", markup=False, soft_wrap=True)
+        out.print(f"use it: {shlex.join(profile_command(profile, program, check['flags']['flags']))}",
+                  markup=False, soft_wrap=True)
     elif tuning is None and check is not None:
         out.print(f"the tuning does not make the whole program significantly faster than {against}; no spec written "
                   f"(trials: {trials})", markup=False, soft_wrap=True)
@@ -196,32 +198,104 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
         if tuning.configurations is not None:
             out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
-    if tuning is not None or strategy:
-        # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
-        how = " ".join(_compile_flag(flag) for flag in session.apply_flags())
-        out.print(f"apply it: tracelink profile {_quote(program)} {how}", markup=False, soft_wrap=True)
+    command = apply_command(profile, session)
+    if command is not None:  # runs as printed, from any directory, and builds what was raced
+        out.print(f"apply it: {shlex.join(command)}", markup=False, soft_wrap=True)
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
         document = tune_document(outcomes, tuning.spec if tuning else None, check, trials)
         document["strategies"] = session.strategies.document() if session.strategies else None
-        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build())}
-                             if tuning or strategy else None)
+        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build()),
+                              "command": command} if command else None)
         print(dump(document))
     return 0
 
 
-def _compile_flag(flag: str) -> str:
-    """A flag as `tracelink profile` takes it: a tuning spec as --tuning-spec, any other as --compile-flag=."""
-    if flag.startswith("--iree-codegen-tuning-spec-path="):
-        return f"--tuning-spec {_quote(flag.split('=', 1)[1])}"
-    return _quote(f"--compile-flag={flag}")
+def apply_command(profile: Profile, session) -> list[str] | None:
+    """The ``tracelink profile`` command line (argv) of the build `tune` hands over for ``profile`` (the
+    profile given to `tune`): the winning strategy's program and flags and the tuning found on them,
+    run as the profile ran; None when the default build is best."""
+    if session.tuning is None and (session.strategies is None or session.strategies.winner is None):
+        return None
+    return profile_command(profile, profiled_program(profile, session.strategy_program()), session.apply_flags())
 
 
-def _quote(text: object) -> str:
-    import shlex
+def profiled_program(profile: Profile, composed: Path | None = None) -> Path:
+    """The program the handed-over build compiles, as an absolute path: ``composed`` (a per-op
+    composition that won), else the file the user profiled (an .onnx, a .mlir, ``/path/model.py:make``),
+    else, for a model that has no file (profiled from Python), the MLIR it was exported to."""
+    if composed is not None:
+        return Path(os.path.abspath(composed))
+    model = str(profile.summary.get("model") or "")
+    file, colon, name = model.rpartition(":") if ":" in Path(model).name else (model, "", "")
+    if file and Path(file).is_file():
+        return Path(os.path.abspath(file) + colon + name)
+    return Path(os.path.abspath(profile.summary.get("program") or profile.manifest.get("input", "program.mlir")))
 
-    return shlex.quote(str(text))
+
+def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[str]:
+    """``tracelink profile`` as a command line (argv) that builds and runs ``program`` as `tune` built and
+    ran it for ``profile``: the profile's compile options (its own ``--compile-flag`` values first, less
+    the dumps and the tuning spec, which no build `tune` races keeps), then ``flags`` (a tuning spec as
+    ``--tuning-spec``), and the profile's function, inputs, parameters, repetitions, warm-up, collector,
+    device and source options. Every path is absolute, so it runs from any directory."""
+    from tracelink.tune.diff import run_inputs, run_parameters
+    from tracelink.tune.spec import DUMP_FLAG_PREFIXES
+
+    options = profile.manifest.get("compiler", {}).get("options", {})
+    summary = profile.summary
+    command = ["tracelink", "profile", str(program)]
+    own = [flag for flag in options.get("extra_flags", []) if not flag.startswith(DUMP_FLAG_PREFIXES)]
+    for flag in [*own, *flags]:
+        if flag.startswith("--iree-codegen-tuning-spec-path="):
+            command += ["--tuning-spec", os.path.abspath(flag.split("=", 1)[1])]
+        else:  # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
+            command.append(f"--compile-flag={flag}")
+    command.append(f"--function={summary['function']}")
+    command += [f"--input={_absolute_input(value)}" for value in run_inputs(profile)]
+    command += [f"--parameters={_absolute_parameters(value)}" for value in run_parameters(profile)]
+    command += [f"--repetitions={int(summary.get('repetitions', 10))}", f"--warmup={int(summary.get('warmup', 1))}"]
+    device = options.get("device") or summary.get("target", {}).get("device") or "local-task"
+    if device != "local-task":
+        command.append(f"--device={device}")
+    for flag, key in (("--target-cpu", "target_cpu"), ("--target-chip", "target_chip"),
+                      ("--target-features", "target_features"), ("--iree-input-type", "input_type")):
+        if options.get(key) and not (key == "target_cpu" and options[key] == "host"):
+            command.append(f"{flag}={options[key]}")
+    if not options.get("link_embedded", True) and summary.get("collector") != "hook":
+        command.append("--compile-flag=--iree-llvmcpu-link-embedded=false")  # recorded without the hook collector
+    if summary.get("collector") and summary["collector"] != _default_collector(device):
+        command.append(f"--collector={summary['collector']}")
+    if options.get("timeout_s") and float(options["timeout_s"]) != 600.0:
+        command.append(f"--timeout={float(options['timeout_s']):g}")
+    command += [f"--source-map={old}={os.path.abspath(new)}" for old, new in summary.get("source_map", [])]
+    if summary.get("embed_sources") is False:
+        command.append("--no-sources")
+    return command
+
+
+def _default_collector(device: str) -> str:
+    from tracelink.options import default_collector
+
+    try:
+        return default_collector(device)
+    except TracelinkError:  # a device this tracelink does not know: name the recorded collector
+        return ""
+
+
+def _absolute_input(value: str) -> str:
+    """An ``--input`` value with its file (``@path`` or ``SHAPE=@path``) made absolute."""
+    if value.startswith("@"):
+        return "@" + os.path.abspath(value[1:])
+    head, at, path = value.partition("=@")
+    return f"{head}=@{os.path.abspath(path)}" if at else value
+
+
+def _absolute_parameters(value: str) -> str:
+    """A ``--parameters [SCOPE=]FILE`` value with its file made absolute."""
+    scope, equals, path = value.partition("=")
+    return f"{scope}={os.path.abspath(path)}" if equals else os.path.abspath(value)
 
 
 def _print_strategies(out, result) -> None:
