@@ -10,12 +10,11 @@ from tracelink.compile import CompileOptions, PendingCompile, write_manifest
 from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.compile.targets import device_target, target_flags
+from tracelink.frames import LIBRARY_FRAMES
 from tracelink.outdir import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
 
 COLLECTORS = ("hal", "tracy", "hook")
-# Frames in files matching these are library code: the "user" view credits their time to the user's line calling them.
-LIBRARY_GLOBS = ("*/site-packages/*", "*/dist-packages/*", "*/lib/python3*/*", "*/lib64/python3*/*", "<frozen *>")
 
 
 def default_collector(device: str) -> str:
@@ -37,8 +36,9 @@ class ProfileOptions:
     timeout_s: float = 600.0
     collector: str = "hal"
     hook_events: list[str] = field(default_factory=list)  # perf_event counters for the hook collector
-    # globs of files whose frames are library code (self time in the user view goes to their callers)
-    library_frames: tuple[str, ...] = LIBRARY_GLOBS
+    # frame rules (:mod:`tracelink.frames`): library code's self time in the user view goes to the line calling it
+    library_frames: tuple[str, ...] = LIBRARY_FRAMES
+    decompose: tuple[str, ...] = ()  # ATen ops a PyTorch model's export decomposes (kept whole by default)
     compile: CompileOptions = field(default_factory=CompileOptions)
     force: bool = False  # write into a non-empty directory that is not a tracelink profile
     source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
@@ -145,7 +145,7 @@ def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions)
     claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
     try:
         artifacts = out / "artifacts"
-        exported = export_model(model, artifacts)
+        exported = export_model(model, artifacts, options.decompose, options.library_frames)
         write_manifest(artifacts, {"export": exported.manifest_entry()})
         check_program_text(exported.program)
         return StartedProfile(claim, PendingCompile(exported.program, artifacts, with_collector_requirements(options).compile), exported)

@@ -26,7 +26,8 @@ from tracelink.collect.inputs import check_inputs, described_type, generate_inpu
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
-from tracelink.options import LIBRARY_GLOBS, ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
+from tracelink.frames import LIBRARY_FRAMES
+from tracelink.options import ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
@@ -62,7 +63,10 @@ def profile(
         if pending.exported is not None:  # a Python model: its example inputs and its sources
             options = with_exported_model(options, pending.exported)
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
-        return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model)
+        try:
+            return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model)
+        except TracelinkError as error:
+            raise (pending.exported.explained(error) if pending.exported is not None else error) from None
     finally:
         pending.stop()
 
@@ -180,7 +184,7 @@ def run_target(options: ProfileOptions, device: dict[str, str]) -> dict:
 def assemble_profile(
     out: Path, events: pd.DataFrame, graph: nx.DiGraph, run_info: dict,
     workgroups: pd.DataFrame | None = None, zones: pd.DataFrame | None = None,
-    library_frames: tuple[str, ...] = LIBRARY_GLOBS, machine: Machine | None = None,
+    library_frames: tuple[str, ...] = LIBRARY_FRAMES, machine: Machine | None = None,
 ) -> Profile:
     """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary
     (the roofline of ``machine``, this CPU's by default)."""

@@ -13,7 +13,8 @@ from pathlib import Path
 from tracelink.compile import CompileOptions
 from tracelink.compile.targets import DEVICES
 from tracelink.arguments import add_source_arguments, at_least, positive_float
-from tracelink.options import COLLECTORS, LIBRARY_GLOBS, ProfileOptions, default_collector, start_compile
+from tracelink.frames import LIBRARY_FRAMES
+from tracelink.options import COLLECTORS, ProfileOptions, default_collector, start_compile
 from tracelink.textsafe import TerminalConsole
 
 
@@ -28,7 +29,8 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         timeout_s=args.timeout,
         collector=args.collector or default_collector(args.device),
         hook_events=[e for e in args.events.split(",") if e] if args.events else [],
-        library_frames=(*LIBRARY_GLOBS, *args.library_frames),
+        library_frames=(*LIBRARY_FRAMES, *args.library_frames),
+        decompose=tuple(args.decompose),
         force=args.force,
         source_roots=args.source_root,
         source_map=args.source_map,
@@ -79,7 +81,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "hook: the perf hook (per workgroup, llvm-cpu)")
     parser.add_argument("--events", help="perf_event counters for --collector hook, e.g. task-clock,page-faults")
     parser.add_argument("--library-frames", action="append", default=[], metavar="GLOB",
-                        help="files whose frames are library code, for the user view of self time (repeatable; site-packages and the stdlib always are)")
+                        help="files whose frames are library code, for the user view of self time; '!GLOB' marks files as the model's own code "
+                             "(repeatable; the last matching rule wins; by default installed packages and the stdlib are library code, "
+                             "the model definitions they ship, such as transformers/models, are the model's)")
+    parser.add_argument("--decompose", action="append", default=[], metavar="OP",
+                        help="a PyTorch model's ATen op to decompose with torch's own decomposition, e.g. scaled_dot_product_attention "
+                             "(repeatable; attention, linear, matmul and convolutions are kept whole by default)")
     parser.add_argument("--device", choices=DEVICES, default="local-task",
                         help="device to run on (default local-task); it decides the compile target: llvm-cpu, vulkan-spirv, cuda or rocm (hip)")
     parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu, for local-task and local-sync (default host)")

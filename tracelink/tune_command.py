@@ -240,6 +240,7 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
     the dumps and the tuning spec, which no build `tune` races keeps), then ``flags`` (a tuning spec as
     ``--tuning-spec``), and the profile's function, inputs, parameters, repetitions, warm-up, collector,
     device and source options. Every path is absolute, so it runs from any directory."""
+    from tracelink.compile.frontends import is_python_entry
     from tracelink.tune.diff import run_inputs, run_parameters
     from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 
@@ -252,6 +253,8 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
             command += ["--tuning-spec", os.path.abspath(flag.split("=", 1)[1])]
         else:  # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
             command.append(f"--compile-flag={flag}")
+    if is_python_entry(program):  # the model is exported again: with the ops its profile decomposed
+        command += [f"--decompose={op}" for op in profile.manifest.get("export", {}).get("decomposed", [])]
     command.append(f"--function={summary['function']}")
     command += [f"--input={_absolute_input(value)}" for value in run_inputs(profile)]
     command += [f"--parameters={_absolute_parameters(value)}" for value in run_parameters(profile)]

@@ -10,7 +10,8 @@ a run whose iterations spread widely (the machine was busy with something else).
 Source lines get *self* time, as CPU profilers do: an op's time is split equally between the members
 of its fused location, and each member's part goes to its innermost frame's line, so self times of all
 lines add up to the time of the ops that have a line. ``user_self_ns`` does the same with library
-frames (site-packages, the standard library, or the globs given) skipped, so an op called through a
+frames (:mod:`tracelink.frames`: installed packages but the model definitions they ship, the standard
+library, and the rules given) skipped, so an op called through a
 framework lands on the user's line that called it. ``inclusive_ns`` credits every line of a member's
 call stack once (like a caller's inclusive time), so inclusive shares add up to more than 1. A line's
 ``ops`` lead with the op holding most of its time; its ``call_site_ids`` are the call sites that
@@ -23,7 +24,6 @@ the per-op numbers of a dispatch add up exactly to its measured total.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections import defaultdict
 
@@ -31,7 +31,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from tracelink.options import LIBRARY_GLOBS
+from tracelink.frames import LIBRARY_FRAMES, is_library, user_frame
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
 STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy"]
@@ -207,12 +207,7 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def is_library(path: str, globs: tuple[str, ...]) -> bool:
-    """Whether a frame's file is library code (not the user's) by the given globs."""
-    return any(fnmatch.fnmatchcase(path, pattern) for pattern in globs)
-
-
-def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_GLOBS) -> pd.DataFrame:
+def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
     """How each source op's time divides over lines: columns ``op, file, line, self, user_self, inclusive``.
 
     Each member of an op's location gets an equal part; a member's part is *self* time of its
@@ -229,7 +224,7 @@ def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_G
                 continue
             part = 1.0 / len(members)
             shares[lines[0]][0] += part
-            user = next((line for line in lines if not is_library(line[0], library_globs)), lines[0])
+            user = lines[user_frame([file for file, _ in lines], library_globs)]
             shares[user][1] += part
             for line in lines:
                 shares[line][2] += part
@@ -243,7 +238,7 @@ def split_line(position: str) -> tuple[str, int]:
     return path, int(line)
 
 
-def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_GLOBS) -> pd.DataFrame:
+def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
     """Per source line: self-time statistics over iterations, user-self and inclusive totals (module docstring)."""
     columns = ["file", "line", "library", *STAT_COLUMNS, "user_self_ns", "user_self_share", "inclusive_ns", "inclusive_share", "ops", "call_site_ids"]
     grand_total = float(events["duration_ns"].sum())

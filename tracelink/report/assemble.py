@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelink.options import LIBRARY_GLOBS
+from tracelink.frames import LIBRARY_FRAMES
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import audit_of
 from tracelink.ir_utils import new_context
@@ -35,7 +35,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     program_ops, enclosing = program_text_ops(Path(program), context) if readable else (None, frozenset())
 
     ops = op_table(profile, graph)
-    library = tuple(summary.get("library_frames") or LIBRARY_GLOBS)
+    library = tuple(summary.get("library_frames") or LIBRARY_FRAMES)
     files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
     add_line_utilization(profile.source_lines, files, program, profile)
     call_sites = call_site_rows(profile, graph, lines, ops)

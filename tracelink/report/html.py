@@ -251,7 +251,7 @@ HOT_LINES = 12
 HOT_LINE_TITLES = (
     "file:line of the source (lines holding the very same ops are listed together)",
     "the compute ops at the line (linalg, torch, ONNX op types)",
-    "the line's self time: its ops' time, each fused op's time split between its locations",
+    "the line's self time: its ops' time, each fused op's time split between its locations, library frames counted for the model line calling them",
     "self time in one call of the function",
     "what limits the dispatches giving the line most time, and the line's achieved rate (GFLOP/s, or GB/s when memory-bound); hover for the next step",
     "other lines computed in the same dispatches (fused into them or fusing this one)",
@@ -280,8 +280,8 @@ def hot_lines_table(parent, model: ReportModel) -> None:
         if len(same) > 4:
             el(cell, "span", class_="more", text=f" +{len(same) - 4}")
         el(row, "td", class_="mono kind", text=line_kinds(model, line.ops))
-        bar(el(row, "td"), line.share)
-        el(row, "td", class_="num", text=ns(line.mean_ns))
+        bar(el(row, "td"), line.user_share)
+        el(row, "td", class_="num", text=ns(line.user_mean_ns))
         judged = next((item for item in same if item.verdict), line)
         verdict = el(row, "td", class_="verdict", data_v=judged.verdict, title=judged.next_step or None)
         verdict.append(verdict_badge(judged.verdict))
@@ -376,10 +376,11 @@ def text_coverage_note(model: ReportModel, cover: dict) -> str:
 
 
 def hottest_lines(model: ReportModel, count: int) -> list[list]:
-    """The hottest lines, lines with the very same ops (one op's text line and its locations) merged."""
+    """The hottest lines by user self time (as the summary ranks them), lines with the very same ops (one
+    op's text line and its locations) merged."""
     merged: dict[tuple[str, ...], list] = {}
-    for line in sorted(model.lines.values(), key=lambda line: (-line.share, line.file, line.number)):
-        if line.share > 0:
+    for line in sorted(model.lines.values(), key=lambda line: (-line.user_share, line.file, line.number)):
+        if line.user_share > 0:
             merged.setdefault(tuple(sorted(line.ops)), []).append(line)
     return list(merged.values())[:count]
 

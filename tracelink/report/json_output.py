@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracelink.aggregate.components import component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import concrete, lower_bound_mark
 from tracelink.report.strategies import strategies_document
@@ -71,6 +72,8 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
             # on a GPU: the dispatches' device time apart from the queue, submission and host time per iteration
             **({"device_time": summary["device_time"]} if "device_time" in summary else {}),
         },
+        "components": components_document(profile),
+        "op_kinds": kinds_document(profile),
         "hottest_lines": [
             {
                 "file": row.file, "line": int(row.line), "self_ns": row.user_self_ns, "self_share": row.user_self_share,
@@ -91,6 +94,20 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
         ],
         "strategies": strategies_document(profile),
     }
+
+
+def components_document(profile: Profile) -> list[dict]:
+    """Time by component, every level of the scope tree (the summary's first table, whole)."""
+    total = float(profile.summary.get("total_dispatch_ns") or 0.0) or None
+    table = component_table(profile.source_ops, total)
+    return table[["component", "depth", "self_ns", "inclusive_ns", "self_share", "inclusive_share"]].to_dict("records")
+
+
+def kinds_document(profile: Profile) -> list[dict]:
+    """Time by op kind across repeated layers (the summary's second table, whole)."""
+    total = float(profile.summary.get("total_dispatch_ns") or 0.0) or None
+    table = kind_table(profile.source_ops, total)
+    return table[["kind", "pattern", "total_ns", "share", "instances"]].rename(columns={"pattern": "in"}).to_dict("records")
 
 
 def judgement(row, profile: Profile) -> dict:

@@ -57,6 +57,9 @@ class Line:
     mean_ns: float = 0.0
     share: float = 0.0
     inclusive_share: float = 0.0
+    # self time with library frames counted for the model line calling them (the summary's ranking)
+    user_mean_ns: float = 0.0
+    user_share: float = 0.0
     verdict: str = ""  # what bounds it, from source_lines.csv (the verdict of the call site giving it the most time)
     next_step: str = ""
     gflops_s: float | None = None  # achieved, over the dispatch time credited to the line
@@ -191,12 +194,13 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
         return files[path]
 
     at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
-    # (op, shown file, line) -> [self fraction, inclusive fraction] of the op's time
-    fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    # (op, shown file, line) -> [self, inclusive, user self] fractions of the op's time
+    fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for row in op_line_shares(graph, library).itertuples():
         target = program if program and same_file(row.file, program) else row.file
         fractions[(row.op, target, row.line)][0] += row.self
         fractions[(row.op, target, row.line)][1] += row.inclusive
+        fractions[(row.op, target, row.line)][2] += row.user_self
     if program:
         program_file = file_of(program, True)
         program_file.text = sources.read_lines(Path(program), MAX_PROGRAM_BYTES)
@@ -206,7 +210,7 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
                 if node is not None and text_op.line > 0:
                     at_line[(program, text_op.line)][node] = None
                     if not ops[node]["positions"]:  # located by a name only: its text line is its line
-                        fractions[(node, program, text_op.line)] = [1.0, 1.0]
+                        fractions[(node, program, text_op.line)] = [1.0, 1.0, 1.0]
     for node, op in ops.items():
         for path, number in op["positions"]:
             target = program if program and same_file(path, program) else path
@@ -219,16 +223,18 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
 
     for (path, number), nodes in at_line.items():
         # the op holding most of the line's time first
-        held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0))[0] for node in nodes}
+        held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0, 0.0))[0] for node in nodes}
         line = Line(key="", file=0, number=number, ops=sorted(nodes, key=lambda node: -held[node]))
         for node in line.ops:
             op = ops[node]
-            own, inclusive = fractions.get((node, path, number), (0.0, 0.0))
+            own, inclusive, user = fractions.get((node, path, number), (0.0, 0.0, 0.0))
             line.total_ns += op["total_ns"] * own
             line.mean_ns += op["mean_ns"] * own
             line.share += op["share"] * own
             line.inclusive_share += op["share"] * inclusive
-            if own <= 0 and inclusive <= 0:
+            line.user_mean_ns += op["mean_ns"] * user
+            line.user_share += op["share"] * user
+            if own <= 0 and inclusive <= 0 and user <= 0:
                 continue  # an op written here whose time goes to other lines
             for index, role in op["call_sites"]:
                 if role != "init" and line.call_sites.get(index) != "root":  # only call sites giving the line time

@@ -11,12 +11,14 @@ only here and only when a model of theirs is profiled.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tracelink import TracelinkError
 from tracelink.compile.frontends.extras import EXTRAS
 from tracelink.compile.onnx_import import first_line
+from tracelink.frames import LIBRARY_FRAMES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,10 +54,22 @@ class ExportedModel:
     source_dirs: tuple[Path, ...] = field(default_factory=tuple)
     framework: str = ""  # the framework and its version: "jax 0.10.2", "torch 2.13.0+cpu"
     seconds: float = 0.0  # how long the export took
+    decomposed: tuple[str, ...] = ()  # ops decomposed on request (``--decompose``)
+    # a torch model's ops: innermost ``file:line:col`` → (ATen op, the model line that called it)
+    op_origins: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def manifest_entry(self) -> dict:
         """What the manifest records about the export."""
-        return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs)}
+        return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs),
+                "decomposed": list(self.decomposed)}
+
+    def explained(self, error: TracelinkError) -> TracelinkError:
+        """A compile failure of the exported program in the model's terms: the op IREE cannot lower and its line."""
+        if not self.op_origins:
+            return error
+        from tracelink.compile.frontends.torch_export import unlowered_op_error
+
+        return unlowered_op_error(error, self.op_origins, self.origin)
 
 
 def is_python_entry(program: Path | str) -> bool:
@@ -90,7 +105,8 @@ def load_entry(program: Path | str) -> PythonModel:
     sys.modules[spec.name] = module  # as an import would: TorchDynamo looks the module up by name
     sys.path.insert(0, str(path.parent))
     try:
-        spec.loader.exec_module(module)
+        with stdout_to_stderr():
+            spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[spec.name]
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
@@ -103,7 +119,8 @@ def load_entry(program: Path | str) -> PythonModel:
     if not callable(make):
         raise TracelinkError(f"{path}: no function '{name}' (it must return (fn_or_module, example_args))")
     try:
-        made = make()
+        with stdout_to_stderr():
+            made = make()
     except Exception as error:
         raise TracelinkError(f"{path}: {name}() raised {type(error).__name__}: {first_line(error)}") from None
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
@@ -130,24 +147,51 @@ def is_torch_module(target: object) -> bool:
     return torch is not None and isinstance(target, torch.nn.Module)
 
 
-def export_model(model: PythonModel, artifacts: Path) -> ExportedModel:
-    """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs."""
+def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...] = (), frame_rules: tuple[str, ...] = LIBRARY_FRAMES) -> ExportedModel:
+    """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs.
+
+    ``decompose`` names ATen ops to decompose with torch's own decompositions (PyTorch models only);
+    ``frame_rules`` (:mod:`tracelink.frames`) say which line of a failing op is the model's.
+    """
     started = time.perf_counter()
-    if is_torch_module(model.target):
-        from tracelink.compile.frontends.torch_export import export_torch
+    origins: dict[str, tuple[str, str]] = {}
+    with stdout_to_stderr():
+        if is_torch_module(model.target):
+            from tracelink.compile.frontends.torch_export import export_torch
 
-        framework = "torch"
-        arrays = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
-    else:
-        from tracelink.compile.frontends.jax_export import export_jax
+            framework = "torch"
+            exported = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin, decompose, frame_rules)
+            arrays, origins = exported.arrays, exported.origins
+        else:
+            if decompose:
+                raise TracelinkError(f"{model.origin}: --decompose applies to PyTorch models (this is a JAX function)")
+            from tracelink.compile.frontends.jax_export import export_jax
 
-        framework = "jax"
-        arrays = export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
+            framework = "jax"
+            arrays = export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
     inputs = save_inputs(arrays, artifacts / "inputs")
     return ExportedModel(
         artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
-        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started,
+        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started, tuple(decompose), origins,
     )
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send what the model's code and its libraries print (Python's and C's stdout) to stderr meanwhile.
+
+    stdout belongs to tracelink's own output (``--json``'s document, the summary's tables).
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def save_inputs(arrays: list[np.ndarray], directory: Path) -> list[str]:

@@ -8,6 +8,14 @@ nodes carry a ``stack_trace`` and an ``nn_module_stack``. IREE's FX importer
 path (dots become ``/``, a ModuleList index stays joined to its list: ``layers.3``) and the aten op's
 name, wrapping the call stack innermost first. Frames of torch's own export machinery above the
 module's ``forward`` are dropped. Weights are embedded in the program as constants.
+
+The exported graph is lowered with torch's own core ATen decomposition table
+(``torch.export.default_decompositions()``), except the ops IREE lowers better whole (:data:`KEPT_OPS`:
+attention, which becomes one ``iree_linalg_ext.attention``; linear, matmul and convolutions, which keep
+their names), plus the decompositions of the few core ATen ops torch-mlir cannot convert
+(:data:`UNCONVERTED_CORE_OPS`). ``decompose`` names ops to decompose anyway (``--decompose``). An op
+IREE still cannot lower fails the compile; :func:`unlowered_op_error` names it and the model line that
+produced it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import linecache
 import re
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,24 +33,44 @@ from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
 from tracelink.compile.onnx_import import first_line
+from tracelink.frames import LIBRARY_FRAMES, user_frame
 
 if TYPE_CHECKING:
     import torch
 
-# Ops torch-mlir cannot convert, decomposed before import (by name: torch loads only when a model is exported).
-DECOMPOSED_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
+# ATen ops kept whole where the core table would decompose them: IREE lowers each well as one op
+# (by name: torch loads only when a model is exported).
+KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+# Core ATen ops (the core table leaves them) that torch-mlir cannot convert: inference batch norm, as arithmetic.
+UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
 # One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
+# iree-compile's diagnostic for an op it cannot convert, at the op's innermost position, and the log named after it.
+UNLOWERED = re.compile(r"(?P<position>\S+:\d+:\d+): error: failed to legalize operation '(?P<op>[^']+)'.*\((?P<log>log: [^)]+)\)$", re.DOTALL)
+# torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
+UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
 
 
-def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str) -> list[np.ndarray]:
-    """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info); return its tensor arguments."""
+@dataclass
+class TorchExport:
+    """What exporting a module gave: its tensor arguments, and where each op of the program came from."""
+
+    arrays: list[np.ndarray]
+    # innermost ``file:line:col`` of an op's location → (its ATen op name, the model line that called it)
+    origins: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def export_torch(
+    module: torch.nn.Module, args: tuple, output: Path, origin: str, decompose: tuple[str, ...] = (),
+    frame_rules: tuple[str, ...] = LIBRARY_FRAMES,
+) -> TorchExport:
+    """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info); return its arguments and op origins."""
     require("torch")
     import torch
     from iree.compiler import ir
     from iree.compiler.extras import fx_importer
 
-    program = exported_program(module, args, origin)
+    program = exported_program(module, args, origin, decompose)
 
     class LocatedContextCache(fx_importer.ContextCache):
         def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
@@ -60,14 +89,16 @@ def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, importer.module.operation.get_asm(enable_debug_info=True))
     leaves = torch.utils._pytree.tree_leaves(args)
-    return [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    arrays = [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    return TorchExport(arrays, op_origins(program.graph, Path(torch.__file__).parent, frame_rules))
 
 
-def exported_program(module: torch.nn.Module, args: tuple, origin: str) -> Any:
-    """``torch.export`` of ``module``: strict (full Python stacks), else non-strict (stacks of module calls only)."""
+def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompose: tuple[str, ...] = ()) -> Any:
+    """``torch.export`` of ``module`` (strict: full Python stacks, else non-strict: stacks of module calls
+    only), lowered by :func:`decomposition_table`."""
     import torch
-    from torch._decomp import get_decompositions  # the table torch-mlir's own FX export path uses too
 
+    table = decomposition_table(decompose, origin)
     with warnings.catch_warnings():
         # torch's own deprecations inside export (pytree's LeafSpec, 2.13) say nothing about the user's model.
         warnings.simplefilter("ignore", FutureWarning)
@@ -77,11 +108,82 @@ def exported_program(module: torch.nn.Module, args: tuple, origin: str) -> Any:
             program = None
         try:
             program = program or torch.export.export(module, tuple(args), strict=False)
-            # Functional ops only (an in-place `relu_` is not valid on the importer's value tensors), and
-            # inference batch norm as arithmetic (IREE has no conversion of it); every other op keeps its name.
-            return program.run_decompositions(get_decompositions([getattr(torch.ops.aten, name) for name in DECOMPOSED_OPS]))
+            # Functional core ATen ops (an in-place `relu_` is not valid on the importer's value tensors).
+            return program.run_decompositions(table)
         except Exception as error:  # the user's module failed to trace: any exception type
-            raise TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {first_line(error)})") from None
+            raise export_failure(error, origin) from None
+
+
+def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
+    """torch's core ATen table less :data:`KEPT_OPS`, with :data:`UNCONVERTED_CORE_OPS` and each of ``decompose`` added.
+
+    An op of ``decompose`` that torch has no decomposition of is an error naming it.
+    """
+    import torch
+    from torch._decomp import get_decompositions  # the table torch-mlir's own FX export path uses too
+
+    table = torch.export.default_decompositions()
+    kept = set(KEPT_OPS) - set(decompose)
+    for op in [op for op in table.keys() if aten_name(op) in kept]:
+        table.pop(op)
+    in_core_table = {aten_name(op) for op in table.keys()} | set(KEPT_OPS)
+    for name in decompose:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            raise TracelinkError(f"{origin}: --decompose {name}: torch has no ATen op '{name}'")
+        extra = get_decompositions([packet])
+        if not extra and name not in in_core_table:
+            raise TracelinkError(f"{origin}: --decompose {name}: torch has no decomposition of aten.{name}")
+        table.update(extra)
+    table.update(get_decompositions([getattr(torch.ops.aten, name) for name in UNCONVERTED_CORE_OPS]))
+    return table
+
+
+def export_failure(error: Exception, origin: str) -> TracelinkError:
+    """torch.export's failure as one line, with what to do when the model returns an object export cannot flatten.
+
+    A Hugging Face model built with its default ``use_cache=True`` returns its key/value cache (a
+    ``DynamicCache``). Registering transformers' pytree for it lets export trace the model, but then
+    torch 2.13's decomposition fails on the constants the cache creates, so the way out is the user's.
+    """
+    detail = first_line(error)
+    unflattened = UNFLATTENED_OUTPUT.search(detail)
+    if unflattened is None:
+        return TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {detail})")
+    kind = unflattened["type"].rsplit(".", 1)[-1]
+    hint = "build the model with use_cache=False" if "Cache" in kind else "return its tensors"
+    return TracelinkError(f"{origin}: torch.export cannot flatten the {kind} the model returns: {hint}, "
+                          "or profile a wrapper module whose forward returns tensors")
+
+
+def op_origins(graph: Any, torch_dir: Path, frame_rules: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """Each op node's innermost ``file:line:col`` → (its ATen op name, the first frame of it outside library code)."""
+    origins = {}
+    for node in graph.nodes:
+        stack = python_frames(node.meta.get("stack_trace") or "", torch_dir) if node.op == "call_function" else []
+        if stack:
+            file, line, col, _ = stack[0]
+            user_file, user_line, _, _ = stack[user_frame([frame[0] for frame in stack], frame_rules)]
+            origins.setdefault(f"{file}:{line}:{col}", (op_name(node), f"{user_file}:{user_line}"))
+    return origins
+
+
+def unlowered_op_error(error: TracelinkError, origins: dict[str, tuple[str, str]], origin: str) -> TracelinkError:
+    """``error`` (iree-compile's failure on an exported model) as one line naming the op IREE cannot lower,
+    the model line it came from and what to try; ``error`` itself when it is another failure."""
+    import torch
+    from torch._decomp import get_decompositions
+
+    failed = UNLOWERED.search(str(error))
+    if failed is None or failed["position"] not in origins:
+        return error
+    name, line = origins[failed["position"]]
+    packet = getattr(torch.ops.aten, name, None)
+    if name in KEPT_OPS or (packet is not None and get_decompositions([packet])):
+        hint = f"torch has a decomposition of it: try --decompose {name}"
+    else:
+        hint = f"torch has no decomposition of it: write {line} with other ops"
+    return TracelinkError(f"{origin}: IREE cannot lower aten.{name} ({failed['op']}), from {line}; {hint} ({failed['log']})")
 
 
 def node_location(node: torch.fx.Node, context: Any, torch_dir: Path) -> Any:
@@ -143,8 +245,12 @@ def caret_column(file: str, line: int, code: str, carets: str | None) -> int:
 
 def op_name(node: torch.fx.Node) -> str:
     """The aten op's name without its overload (``aten.conv2d.default`` → ``conv2d``), else the node's name."""
-    packet = getattr(node.target, "overloadpacket", None)
-    return getattr(packet, "__name__", None) or node.name
+    return aten_name(node.target) or node.name
+
+
+def aten_name(op: Any) -> str:
+    """An op overload's name without namespace and overload (``aten.conv2d.default`` → ``conv2d``), else ''."""
+    return getattr(getattr(op, "overloadpacket", None), "__name__", "")
 
 
 def scoped_name(module_stack: dict | None, op: str) -> str:
