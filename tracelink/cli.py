@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("tracelink.ingest_command", "fold a Tracy capture into a profile directory, or decode it"),
     "hook": ("tracelink.collect.hook_command", "run a command under the perf hook and print its statistics"),
     "tune": ("tracelink.tune_command", "search IREE's lowering strategies, then tile configs of the hottest dispatches"),
-    "diff": ("tracelink.tune_command", "compare two profiles source op by source op"),
+    "diff": ("tracelink.diff_command", "compare two profiles source op by source op; gate regressions for CI"),
     "repro": ("tracelink.repro", "write a standalone reproducer of one dispatch call site"),
 }
 

@@ -18,11 +18,13 @@ from rich.console import Console
 
 from tracelink import TracelinkError, __version__
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
+from tracelink.aggregate.memory import memory_tables
 from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
+from tracelink.collect.memory import read_memory_events, run_memory_capture
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
@@ -31,6 +33,7 @@ from tracelink.options import ProfileOptions, StartedProfile, start_compile, wit
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
+from tracelink.provenance.memory_plan import read_stream_plan
 from tracelink.provenance.program import read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.pprof import write_pprof
@@ -134,6 +137,16 @@ def run_profile(
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
 
     started = time.perf_counter()
+    with console.status(f"recording the memory of one call of {entry}"):
+        # a run of its own, after the timed one: memory events would add records to the timed run's rings
+        capture = read_memory_events(run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts,
+                                                        options.timeout_s, options.compile.device))
+    plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
+    run_sites = [(site.index, site.export) for site in provenance.call_sites if site.phase == "run"]
+    memory, memory_lines, memory_components = memory_tables(capture, plan, provenance.graph, run_sites)
+    stage("memory", started)
+
+    started = time.perf_counter()
     device, machine = device_and_peaks(options, console)
     run_info = {
         "program": str(program),
@@ -147,8 +160,10 @@ def run_profile(
         "warmup": options.warmup,
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": timings,
+        "memory": memory,
     } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
+    result.memory_lines, result.memory_components = memory_lines, memory_components
     stage("aggregate", started)
     started = time.perf_counter()
     publish_profile(result, console)

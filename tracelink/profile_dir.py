@@ -31,6 +31,7 @@ NUMERIC_COLUMNS = ("call_site", "line", "col", "count", "share", "workgroup_coun
 NUMERIC_SUFFIXES = ("_ns",)
 SUMMARY_FIELDS = {"program": str, "function": str, "iterations": int, "coverage": dict}
 OPTIONAL_FRAMES = ("workgroups", "zones")
+OPTIONAL_TABLES = ("memory_lines", "memory_components")  # profiles written before memory was recorded lack them
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Profile:
     workgroups: pd.DataFrame | None = None  # hook collector: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy collector: every zone of the runtime
     strategies: Strategies | None = None  # what `tracelink tune` measured (tune/strategies.json), when it ran
+    memory_lines: pd.DataFrame | None = None  # one call's memory by source line (summary["memory"] has the peak)
+    memory_components: pd.DataFrame | None = None  # the same by component
 
     @property
     def artifacts(self) -> Path:
@@ -70,6 +73,10 @@ def write_profile(profile: Profile) -> None:
     for name in TABLES:
         table: pd.DataFrame = getattr(profile, name)
         write_atomic(directory / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+    for name in OPTIONAL_TABLES:
+        table = getattr(profile, name)
+        if table is not None:
+            write_atomic(directory / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
     for name in OPTIONAL_FRAMES:
         frame: pd.DataFrame | None = getattr(profile, name)
         if frame is not None:
@@ -101,6 +108,7 @@ def load_profile(directory: Path) -> Profile:
         graph=read_graph_file(directory / "provenance.json"),
         **tables,
         **{name: read_frame(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
+        **{name: read_table(directory / f"{name}.csv") for name in OPTIONAL_TABLES if (directory / f"{name}.csv").exists()},
     )
 
 

@@ -46,7 +46,8 @@ def dump(document: dict) -> str:
 def profile_document(profile: Profile, top: int = 10, command: str = "profile") -> dict:
     """`tracelink profile --json` (and `tracelink report --json`): the summary, the hottest lines (user self
     time) and dispatches (median × count) with their verdicts, next steps and whether their FLOPs and
-    bytes are lower bounds, and what `tracelink tune` measured (``strategies``, null when it did not run)."""
+    bytes are lower bounds, what `tracelink tune` measured (``strategies``, null when it did not run) and
+    one call's memory (``memory``)."""
     summary = profile.summary
     cover = summary["coverage"]
     lines = profile.source_lines
@@ -93,7 +94,13 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
             for row in ranked.itertuples()
         ],
         "strategies": strategies_document(profile),
+        "memory": memory_document(profile),
     }
+
+
+def memory_document(profile: Profile) -> dict | None:
+    """One call's memory (profile.json's ``memory``), null in profiles written before it was recorded."""
+    return profile.summary.get("memory")
 
 
 def components_document(profile: Profile) -> list[dict]:
@@ -126,6 +133,8 @@ def diff_document(frame: pd.DataFrame, base: Path, tuned: Path, output: Path) ->
         "tuned": str(tuned),
         "output": str(output),
         "end_to_end": frame.attrs["end_to_end"],
+        "peak_bytes": frame.attrs.get("peak_bytes"),
+        "gates": frame.attrs.get("gates", {"slower": None, "larger": None}),
         "source_ops": frame.to_dict("records"),
     }
 

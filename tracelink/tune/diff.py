@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -185,14 +186,51 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
                                  "tuned_iterations": sum(run[3] for run in tuned_runs)}
     frame = frame[COLUMNS]
     frame.attrs["base"] = str(Path(base_dir).resolve())  # where the report finds the base's tune results
+    frame.attrs["tuned"] = str(Path(tuned_dir).resolve())
+    frame.attrs["peak_bytes"] = {"base": peak_bytes(base), "tuned": peak_bytes(tuned)}
     return frame
 
 
+def peak_bytes(profile: Profile) -> int | None:
+    """The memory peak of one call recorded in a profile (None in profiles written before memory was recorded)."""
+    return profile.summary.get("memory", {}).get("peak_bytes")
+
+
+def gate_verdicts(frame: pd.DataFrame, slower_pct: float | None, larger_pct: float | None) -> dict:
+    """The CI gates of a diff: ``slower`` fails when the tuned build's end-to-end slowdown is significant and
+    its interval's smallest value (1 / the speedup interval's upper bound) is above ``slower_pct``;
+    ``larger`` fails when its peak memory is more than ``larger_pct`` above the base's (the peak is the
+    compiler's plan, the same on every run of a build, so it has no interval). A gate not asked for is None."""
+    verdicts: dict = {"slower": None, "larger": None}
+    if slower_pct is not None:
+        total = frame.attrs["end_to_end"]
+        high = total["ci_high"]
+        bound = math.nan if math.isnan(high) else (1 / high - 1) * 100  # the least slowdown the interval allows, %
+        verdicts["slower"] = {
+            "threshold_pct": slower_pct, "slowdown_pct": (1 / total["speedup"] - 1) * 100, "slowdown_bound_pct": bound,
+            "failed": bool(not math.isnan(bound) and high < 1 and bound > slower_pct),
+            "why": "no interval: --rounds 0 compares one run of each build, nothing is significant" if math.isnan(bound) else
+                   f"slowdown at least {bound:.1f}% (95% interval)" if bound > 0 else "no significant slowdown",
+        }
+    if larger_pct is not None:
+        peaks = frame.attrs.get("peak_bytes", {})
+        base, tuned = peaks.get("base"), peaks.get("tuned")
+        if not base or tuned is None:
+            missing = frame.attrs["base"] if not base else frame.attrs["tuned"]
+            raise TracelinkError(f"{Path(missing) / 'profile.json'}: no memory peak recorded (profiled before tracelink "
+                                 "recorded memory); profile it again to use --fail-if-larger")
+        growth = (tuned / base - 1) * 100
+        verdicts["larger"] = {"threshold_pct": larger_pct, "base_peak_bytes": base, "tuned_peak_bytes": tuned,
+                              "growth_pct": growth, "failed": bool(growth > larger_pct)}
+    return verdicts
+
+
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:
-    """Write the per-op rows as CSV and, beside them (``diff.json``), the end-to-end figure and the base
-    profile's directory, atomically."""
+    """Write the per-op rows as CSV and, beside them (``diff.json``), the end-to-end figure, the base
+    profile's directory, both memory peaks and the gates' verdicts, atomically."""
     make_directory(path.parent)
     write_atomic(path, lambda p: frame.to_csv(p, index=False))
-    summary = {"end_to_end": frame.attrs.get("end_to_end"), "base": frame.attrs.get("base")}
+    summary = {"end_to_end": frame.attrs.get("end_to_end"), "base": frame.attrs.get("base"),
+               "peak_bytes": frame.attrs.get("peak_bytes"), "gates": frame.attrs.get("gates", {"slower": None, "larger": None})}
     write_text_atomic(path.with_suffix(".json"), json.dumps(summary, indent=2))
     return path

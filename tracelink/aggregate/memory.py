@@ -1,0 +1,206 @@
+"""Memory of one call by source line and component: the events' peak, explained by the compiler's packing.
+
+The peak is IREE's own figure: the high water of the call's queue allocations in the memory-events
+capture (:mod:`tracelink.collect.memory`). What fills it comes from the stream plan
+(:mod:`tracelink.provenance.memory_plan`): every range a dispatch writes is a *buffer*, made by that
+dispatch's root source ops and live from that dispatch to the last one reading it before it is
+overwritten. Buffers in a result allocation are held from the call's start to its end (IREE allocates
+results before the first dispatch and hands them to the caller). The *live set* at a dispatch is the
+union of the bytes its live buffers cover; the peak dispatch is where it is largest, and what is live
+there, by the line whose op wrote it, is ``bytes_at_peak``. The part of the peak outside the live set is
+packing slack: slab bytes no live buffer holds at that dispatch (alignment, and room the packer keeps
+for a buffer that lives at another time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import pandas as pd
+
+from tracelink.aggregate.components import component_of
+from tracelink.collect.memory import MemoryCapture
+from tracelink.provenance.graph import ops_of_call_site
+from tracelink.provenance.memory_plan import StreamPlan
+
+LINE_COLUMNS = ["file", "line", "bytes_at_peak", "bytes_allocated", "transient_bytes_at_peak", "output_bytes_at_peak",
+                "buffers", "first_dispatch", "last_dispatch", "ops"]
+COMPONENT_COLUMNS = ["component", "bytes_at_peak", "bytes_allocated", "buffers"]
+TOP_HOLDERS = 5
+
+
+@dataclass
+class Buffer:
+    """Bytes one dispatch writes into one allocation, and the dispatches over which they are live."""
+
+    alloca: int
+    lifetime: str  # "transient" or "external" (a result)
+    start: int  # offset in the allocation
+    length: int
+    writer: int  # dispatch position in the call
+    first: int
+    last: int
+
+
+def plan_buffers(plan: StreamPlan) -> list[Buffer]:
+    """Every range written by a dispatch into one of the call's allocations, with its live span."""
+    buffers: list[Buffer] = []
+    count = len(plan.dispatches)
+    for k, dispatch in enumerate(plan.dispatches):
+        for access in dispatch.accesses:
+            if not access.writes or not access.origin.startswith("alloca:"):
+                continue
+            alloca = plan.allocas[int(access.origin.split(":")[1])]
+            start = access.offset or 0
+            length = access.length if access.length is not None else (alloca.size or 0) - start
+            if length <= 0:
+                continue
+            if alloca.lifetime == "external":
+                buffers.append(Buffer(alloca.index, "external", start, length, k, 0, count - 1))
+                continue
+            buffers.append(Buffer(alloca.index, "transient", start, length, k, k, last_reader(plan, k, access.origin, start, length)))
+    return buffers
+
+
+def last_reader(plan: StreamPlan, writer: int, origin: str, start: int, length: int) -> int:
+    """The last dispatch after ``writer`` reading bytes of [start, start + length) before a later write to them."""
+    last = writer
+    for j in range(writer + 1, len(plan.dispatches)):
+        touching = [a for a in plan.dispatches[j].accesses if a.origin == origin and overlaps(a.offset, a.length, start, length)]
+        if any(a.reads for a in touching):
+            last = j
+        if any(a.writes and not a.reads for a in touching):
+            break
+    return last
+
+
+def overlaps(offset: int | None, length: int | None, start: int, size: int) -> bool:
+    """Whether an access (unknown offset or length: the whole resource) touches [start, start + size)."""
+    if offset is None or length is None:
+        return True
+    return offset < start + size and start < offset + length
+
+
+def live_shares(buffers: list[Buffer], at: int) -> list[tuple[Buffer, int]]:
+    """The buffers live at dispatch ``at`` and the bytes each holds there; bytes two of them cover count once,
+    for the later writer (the earlier one's data there was overwritten)."""
+    live = sorted((b for b in buffers if b.first <= at <= b.last), key=lambda b: -b.writer)
+    covered: dict[int, list[tuple[int, int]]] = {}
+    shares = []
+    for buffer in live:
+        ranges = covered.setdefault(buffer.alloca, [])
+        own = buffer.length - sum(max(0, min(end, buffer.start + buffer.length) - max(begin, buffer.start)) for begin, end in ranges)
+        ranges.append((buffer.start, buffer.start + buffer.length))
+        shares.append((buffer, max(own, 0)))
+    return shares
+
+
+def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list) -> dict[str, int]:
+    """The allocations open at the events' high water by what they hold: each matched by size to one of the
+    call's allocas (transients, outputs), else to an imported argument (inputs), else ``other``."""
+    allocas = [(a.size, "transients" if a.lifetime == "transient" else "outputs") for a in plan.allocas]
+    arguments = [size for size in plan.arguments.values() if size]
+    split = dict.fromkeys(["inputs", "outputs", "transients", "constants", "parameters", "other"], 0)
+    for allocation in at_peak:
+        match = next((i for i, (size, _) in enumerate(allocas) if size == allocation.length), None)
+        if match is not None:
+            split[allocas.pop(match)[1]] += allocation.length
+        elif allocation.length in arguments:
+            arguments.remove(allocation.length)
+            split["inputs"] += allocation.length
+        else:
+            split["other"] += allocation.length
+    return split
+
+
+def dispatch_sources(graph: nx.DiGraph, call_sites: list[tuple[int, str]], plan: StreamPlan) -> list[list[dict]] | None:
+    """For each dispatch of the plan, its root source ops (label, name, file, line) from the provenance graph;
+    None when the plan's dispatches are not the call sites' (other exports, or another order), which would
+    credit bytes to the wrong lines."""
+    if [export for _, export in call_sites] != [dispatch.export for dispatch in plan.dispatches]:
+        return None
+    return [[graph.nodes[node] for node, role in ops_of_call_site(graph, index) if role == "root"] for index, _ in call_sites]
+
+
+def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
+                  call_sites: list[tuple[int, str]]) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """(profile.json's ``memory``, memory_lines, memory_components) of one call.
+
+    ``call_sites`` are the run-phase call sites (index, export) in execution order, one per dispatch of the plan.
+    """
+    peak_bytes, at_peak = capture.high_water()
+    buffers = plan_buffers(plan)
+    count = len(plan.dispatches)
+    timeline = [sum(share for _, share in live_shares(buffers, i)) for i in range(count)]
+    peak_at = max(range(count), key=lambda i: timeline[i]) if count else 0
+    at_peak_shares = {id(b): share for b, share in live_shares(buffers, peak_at)} if count else {}
+    sources = dispatch_sources(graph, call_sites, plan)
+    rows = []
+    for buffer in buffers:
+        ops = (sources[buffer.writer] if sources is not None else []) or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
+        for op in ops:  # a dispatch with several root ops: each holds an equal part
+            share = 1 / len(ops)
+            held = at_peak_shares.get(id(buffer), 0) * share
+            rows.append({
+                "file": op.get("file") or "", "line": op.get("line"), "label": op.get("label", ""),
+                "component": component_of(op.get("name")),
+                "bytes_at_peak": held, "bytes_allocated": buffer.length * share,
+                "transient_bytes_at_peak": held if buffer.lifetime == "transient" else 0.0,
+                "output_bytes_at_peak": held if buffer.lifetime == "external" else 0.0,
+                "buffers": 1, "first_dispatch": buffer.first, "last_dispatch": buffer.last,
+            })
+    lines, components = line_table(rows), component_table(rows)
+    live_at_peak = timeline[peak_at] if count else 0
+    summary = {
+        "peak_bytes": peak_bytes,
+        "split": classify(capture, plan, at_peak),
+        "resident_bytes": resident(plan),
+        "live_at_peak_bytes": int(live_at_peak),
+        "slack_bytes": int(peak_bytes - live_at_peak),
+        "peak_dispatch": peak_at,
+        "peak_call_site": call_sites[peak_at][0] if sources is not None and count else None,
+        "attributed": sources is not None,
+        "timeline_bytes": [int(value) for value in timeline],
+        "top": lines.head(TOP_HOLDERS)[["file", "line", "bytes_at_peak", "ops"]].to_dict("records"),
+        "capture": "artifacts/memory.ireeprof",
+    }
+    return summary, lines, components
+
+
+def resident(plan: StreamPlan) -> dict[str, int]:
+    """Bytes the program holds outside the call's queue allocations: its inputs (imported as they are),
+    parameters and constants (loaded once, at start-up); IREE's memory events record none of them."""
+    totals = {"inputs": sum(size or 0 for size in plan.arguments.values()), "constants": 0, "parameters": 0}
+    for kind, size in plan.resident.values():
+        totals[f"{kind}s"] += size or 0
+    return totals
+
+
+def line_table(rows: list[dict]) -> pd.DataFrame:
+    """memory_lines: one row per source line, what it holds at the peak first."""
+    if not rows:
+        return pd.DataFrame(columns=LINE_COLUMNS)
+    frame = pd.DataFrame(rows)
+    frame["line"] = pd.array(frame["line"], dtype="Int64")
+    grouped = frame.groupby(["file", "line"], dropna=False, sort=False).agg(
+        bytes_at_peak=("bytes_at_peak", "sum"), bytes_allocated=("bytes_allocated", "sum"),
+        transient_bytes_at_peak=("transient_bytes_at_peak", "sum"), output_bytes_at_peak=("output_bytes_at_peak", "sum"),
+        buffers=("buffers", "sum"), first_dispatch=("first_dispatch", "min"), last_dispatch=("last_dispatch", "max"),
+        ops=("label", lambda labels: ";".join(dict.fromkeys(labels))),
+    ).reset_index()
+    for column in ("bytes_at_peak", "bytes_allocated", "transient_bytes_at_peak", "output_bytes_at_peak"):
+        grouped[column] = grouped[column].round().astype("int64")
+    return grouped.sort_values(["bytes_at_peak", "bytes_allocated"], ascending=False).reset_index(drop=True)[LINE_COLUMNS]
+
+
+def component_table(rows: list[dict]) -> pd.DataFrame:
+    """memory_components: the same by component (name scope or module path)."""
+    if not rows:
+        return pd.DataFrame(columns=COMPONENT_COLUMNS)
+    grouped = pd.DataFrame(rows).groupby("component", sort=False).agg(
+        bytes_at_peak=("bytes_at_peak", "sum"), bytes_allocated=("bytes_allocated", "sum"), buffers=("buffers", "sum"),
+    ).reset_index()
+    for column in ("bytes_at_peak", "bytes_allocated"):
+        grouped[column] = grouped[column].round().astype("int64")
+    return grouped.sort_values(["bytes_at_peak", "bytes_allocated"], ascending=False).reset_index(drop=True)[COMPONENT_COLUMNS]

@@ -1,0 +1,234 @@
+"""Where each dispatch's operands and results live, from the compiler's own packing (the ``stream`` phase).
+
+In the ``stream`` phase dump the entry function allocates its memory with ``stream.resource.alloca``:
+``!stream.resource<transient>`` slabs (IREE packs every intermediate of a call into one slab) and
+``<external>`` resources (its results). Each ``stream.cmd.dispatch`` binds resources — the slab, an
+imported argument (``stream.tensor.import``), a constant or parameter global — with an access
+(``resource_accesses``: 1 read, 2 write, 3 both) and a byte range; inside the executable,
+``stream.binding.subspan %binding[offset]`` says where in that range the tensor it reads or writes
+starts, and its type gives the tensor's size. The offset is a constant, or an operand of the dispatch
+when several dispatches share one executable. So every dispatch knows which bytes of which
+allocation it writes and reads, which is what the memory attribution needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from tracelink.ir_utils import attr, int_constant, new_context, parse_file, symbol_name, symbol_ref_leaf, top_level, walk
+
+READ, WRITE = 1, 2  # bits of stream.cmd.dispatch's resource_accesses
+# Ops that pass a value through unchanged in the sense that matters here (the same bytes, or its index).
+PASS_THROUGH = ("arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi", "arith.trunci", "util.assume.int")
+
+
+@dataclass
+class Alloca:
+    """A ``stream.resource.alloca`` of the call: its lifetime (``transient`` or ``external``) and size."""
+
+    index: int
+    lifetime: str
+    size: int | None  # None when computed at run time
+
+
+@dataclass
+class Access:
+    """Bytes of one resource a dispatch reads or writes."""
+
+    origin: str  # "alloca:<i>", "argument:<i>", "global:<name>" or "unknown"
+    reads: bool
+    writes: bool
+    offset: int | None  # from the start of the resource
+    length: int | None
+
+
+@dataclass
+class PlannedDispatch:
+    """One ``stream.cmd.dispatch`` of the call, in execution order."""
+
+    export: str
+    accesses: list[Access] = field(default_factory=list)
+
+
+@dataclass
+class StreamPlan:
+    """The call's allocations and what each dispatch touches; the sizes of the resident globals."""
+
+    allocas: list[Alloca]
+    dispatches: list[PlannedDispatch]
+    arguments: dict[int, int | None]  # argument position -> bytes imported
+    resident: dict[str, tuple[str, int | None]]  # global -> ("parameter" or "constant", bytes)
+
+
+def read_stream_plan(path: Path, entry: str) -> StreamPlan:
+    """The plan of function ``entry`` (following its calls, e.g. into an ``$async`` body) in a stream dump."""
+    context = new_context()
+    module = parse_file(path, context)
+    functions = {symbol_name(op): op for op in top_level(module) if op.name in ("util.func", "func.func")}
+    executables = {symbol_name(op): op for op in top_level(module) if op.name == "stream.executable"}
+    plan = StreamPlan([], [], {}, resident_globals(module))
+    origins: dict[ir.Value, str] = {}
+    visited: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in visited or name not in functions:
+            return
+        visited.add(name)
+        for op in walk(functions[name]):
+            if op.name == "stream.resource.alloca":
+                result = op.results[0]
+                lifetime = "transient" if "transient" in str(result.type) else "external"
+                origins[result] = f"alloca:{len(plan.allocas)}"
+                plan.allocas.append(Alloca(len(plan.allocas), lifetime, int_constant(op.operands[0])))
+            elif op.name == "stream.tensor.import" and name == entry:
+                position = argument_index(op.operands[0])
+                origins[op.results[0]] = f"argument:{position}"
+                plan.arguments[position] = int_constant(op.operands[-1])
+            elif op.name == "util.global.load":
+                origins[op.results[0]] = f"global:{symbol_ref_leaf(attr(op, 'global'))}"
+            elif op.name == "stream.cmd.execute":
+                bind_execute_arguments(op, origins)
+            elif op.name in ("stream.timepoint.await", "stream.resource.subview"):
+                for result, source in zip(op.results, passed_resources(op)):
+                    origins[result] = origin_of(source, origins)
+            elif op.name == "stream.cmd.dispatch":
+                plan.dispatches.append(planned_dispatch(op, origins, executables, context))
+            elif op.name == "util.call":
+                visit(symbol_ref_leaf(attr(op, "callee")))
+
+    visit(entry)
+    return plan
+
+
+def argument_index(value: ir.Value) -> int:
+    """The position of a function argument (``-1`` for a value that is not one)."""
+    return value.arg_number if isinstance(value, ir.BlockArgument) else -1
+
+
+def origin_of(value: ir.Value, origins: dict[ir.Value, str]) -> str:
+    return origins.get(value, "unknown")
+
+
+def passed_resources(op: ir.Operation) -> list[ir.Value]:
+    """The resource operands an await or subview hands on as its results, in order."""
+    return [value for value in op.operands if str(value.type).startswith("!stream.resource")]
+
+
+def bind_execute_arguments(op: ir.Operation, origins: dict[ir.Value, str]) -> None:
+    """A ``stream.cmd.execute`` region's block arguments are its resource operands, in order."""
+    resources = passed_resources(op)
+    arguments = op.regions[0].blocks[0].arguments
+    for argument, resource in zip(arguments, resources):
+        origins[argument] = origin_of(resource, origins)
+
+
+def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables: dict[str, ir.Operation],
+                     context: ir.Context) -> PlannedDispatch:
+    """What one ``stream.cmd.dispatch`` reads and writes: each binding's range, narrowed by the subspan inside."""
+    segments = list(attr(op, "operandSegmentSizes"))
+    operands = list(op.operands)
+    starts = [sum(segments[:i]) for i in range(len(segments))]
+    uniform = operands[starts[1] : starts[1] + segments[1]]
+    count = segments[2]
+    resources = operands[starts[2] : starts[2] + count]
+    offsets = operands[starts[4] : starts[4] + count]
+    lengths = operands[starts[5] : starts[5] + count]
+    flags = [int(a.value) for a in attr(op, "resource_accesses")]
+    path = list(attr(op, "entry_points")[0].value)  # @executable::@export
+    export = path[-1]
+    spans = subspans(executables.get(path[0]), export, [int_constant(u) for u in uniform], context)
+    dispatch = PlannedDispatch(export)
+    for k, resource in enumerate(resources):
+        base, length = int_constant(offsets[k]), int_constant(lengths[k])
+        for inner, size in spans.get(k, [(0, length)]):
+            offset = None if base is None or inner is None else base + inner
+            dispatch.accesses.append(Access(origin_of(resource, origins), bool(flags[k] & READ), bool(flags[k] & WRITE), offset,
+                                            size if size is not None else length))
+    return dispatch
+
+
+def subspans(executable: ir.Operation | None, export: str, uniform: list[int | None],
+             context: ir.Context) -> dict[int, list[tuple[int | None, int | None]]]:
+    """Binding position -> (offset, bytes) of each ``stream.binding.subspan`` of it in the export's function."""
+    if executable is None:
+        return {}
+    function = next((op for op in walk(executable) if op.name == "func.func" and symbol_name(op) == export), None)
+    if function is None:
+        return {}
+    arguments = list(function.regions[0].blocks[0].arguments)
+    bindings = [a for a in arguments if str(a.type) == "!stream.binding"]
+    scalars = [a for a in arguments if str(a.type) != "!stream.binding"]
+    found: dict[int, list[tuple[int | None, int | None]]] = {}
+    for op in walk(function):
+        if op.name != "stream.binding.subspan" or op.operands[0] not in bindings:
+            continue
+        offset = resolved_index(op.operands[1], scalars, uniform)
+        found.setdefault(bindings.index(op.operands[0]), []).append((offset, tensor_bytes(op.results[0].type, context)))
+    return found
+
+
+def resolved_index(value: ir.Value, scalars: list[ir.Value], uniform: list[int | None]) -> int | None:
+    """An index inside an executable: a constant, or the dispatch's constant operand it was passed as."""
+    constant = int_constant(value)
+    if constant is not None:
+        return constant
+    if value in scalars:
+        position = scalars.index(value)
+        return uniform[position] if position < len(uniform) else None
+    owner = defining_op(value)
+    if owner is not None and owner.name in PASS_THROUGH:
+        return resolved_index(owner.operands[0], scalars, uniform)
+    return None
+
+
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op defining ``value``; None for a block argument."""
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") and not isinstance(owner, ir.Block) else None
+
+
+def tensor_bytes(dispatch_tensor: ir.Type, context: ir.Context) -> int | None:
+    """Bytes of the tensor a ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>`` holds; None if dynamic.
+
+    The bindings have no class for IREE's dispatch tensor type: the tensor type it wraps (after the access
+    keyword) is handed to MLIR's own parser.
+    """
+    text = str(dispatch_tensor)
+    if ":" not in text:
+        return None
+    with context:
+        tensor = ir.Type.parse(text[text.index(":") + 1 : -1])
+    if not isinstance(tensor, ir.ShapedType) or not tensor.has_static_shape:
+        return None
+    return math.prod(tensor.shape) * max(1, math.ceil(tensor.element_type.width / 8)) if hasattr(tensor.element_type, "width") else None
+
+
+def resident_globals(module: ir.Module) -> dict[str, tuple[str, int | None]]:
+    """Resource globals held for the module's lifetime: parameters (loaded from an archive) and constants."""
+    found: dict[str, tuple[str, int | None]] = {}
+    for op in walk(module.operation):
+        if op.name != "util.global.store" or not str(op.operands[0].type).startswith("!stream.resource<constant>"):
+            continue
+        value = op.operands[0]
+        source = defining_op(value)
+        while source is not None and source.name == "stream.timepoint.await":  # the resource it waits for
+            value = passed_resources(source)[list(source.results).index(value)]
+            source = defining_op(value)
+        kind = "parameter" if source is not None and source.name == "stream.cmd.parameter.load" else "constant"
+        found[symbol_ref_leaf(attr(op, "global"))] = (kind, resource_size(source, value))
+    return found
+
+
+def resource_size(source: ir.Operation | None, value: ir.Value) -> int | None:
+    """The size of the resource ``value`` that ``source`` produces: result i's size is its i-th index operand
+    (parameter loads and constant ops list their results' sizes as their index operands)."""
+    if source is None:
+        return None
+    sizes = [operand for operand in source.operands if str(operand.type) == "index"]
+    resources = [result for result in source.results if str(result.type).startswith("!stream.resource")]
+    position = resources.index(value) if value in resources else -1
+    return int_constant(sizes[position]) if 0 <= position < len(sizes) else None
