@@ -32,23 +32,37 @@ TOP_HOLDERS = 5
 
 @dataclass
 class Buffer:
-    """Bytes one dispatch writes into one allocation, and the dispatches over which they are live."""
+    """Bytes one command writes into one allocation, and the dispatches over which they are live."""
 
     alloca: int
     lifetime: str  # "transient" or "external" (a result)
     start: int  # offset in the allocation
     length: int
-    writer: int  # dispatch position in the call
+    writer: int | None  # the dispatch credited with it (a fill's: the next dispatch writing into it)
     first: int
     last: int
 
 
 def plan_buffers(plan: StreamPlan) -> list[Buffer]:
-    """Every range written by a dispatch into one of the call's allocations, with its live span."""
+    """Every range a command writes into one of the call's allocations, with its live span over the dispatches.
+
+    Commands are replayed in order over who holds each byte of each allocation: a write takes its bytes
+    from the buffers that held them, a read keeps alive the buffers holding the bytes it reads. So a
+    buffer lives from its command to the last read of bytes it still holds (a fill's zero border stays
+    its own after a dispatch writes the interior; a buffer whose bytes are all taken is read no more).
+    """
     buffers: list[Buffer] = []
     count = len(plan.dispatches)
-    for k, dispatch in enumerate(plan.dispatches):
-        for access in dispatch.accesses:
+    ordinals = {id(command): k for k, command in enumerate(plan.dispatches)}
+    holders: dict[str, list[tuple[int, int, Buffer]]] = {}  # origin -> (start, end, buffer) segments
+    for c, command in enumerate(plan.commands):
+        at = min(command.position, count - 1)
+        for access in command.accesses:
+            if access.reads:
+                for begin, end, buffer in holders.get(access.origin, []):
+                    if overlaps(access.offset, access.length, begin, end - begin) and buffer.lifetime == "transient":
+                        buffer.last = max(buffer.last, at)
+        for access in command.accesses:
             if not access.writes or not access.origin.startswith("alloca:"):
                 continue
             alloca = plan.allocas[int(access.origin.split(":")[1])]
@@ -56,23 +70,35 @@ def plan_buffers(plan: StreamPlan) -> list[Buffer]:
             length = access.length if access.length is not None else (alloca.size or 0) - start
             if length <= 0:
                 continue
-            if alloca.lifetime == "external":
-                buffers.append(Buffer(alloca.index, "external", start, length, k, 0, count - 1))
-                continue
-            buffers.append(Buffer(alloca.index, "transient", start, length, k, k, last_reader(plan, k, access.origin, start, length)))
+            writer = ordinals[id(command)] if command.kind == "dispatch" else next_writer(plan, c, access.origin, start, length, ordinals)
+            buffer = (Buffer(alloca.index, "external", start, length, writer, 0, count - 1) if alloca.lifetime == "external"
+                      else Buffer(alloca.index, "transient", start, length, writer, at, at))
+            buffers.append(buffer)
+            holders[access.origin] = take(holders.get(access.origin, []), start, start + length) + [(start, start + length, buffer)]
     return buffers
 
 
-def last_reader(plan: StreamPlan, writer: int, origin: str, start: int, length: int) -> int:
-    """The last dispatch after ``writer`` reading bytes of [start, start + length) before a later write to them."""
-    last = writer
-    for j in range(writer + 1, len(plan.dispatches)):
-        touching = [a for a in plan.dispatches[j].accesses if a.origin == origin and overlaps(a.offset, a.length, start, length)]
-        if any(a.reads for a in touching):
-            last = j
-        if any(a.writes and not a.reads for a in touching):
-            break
-    return last
+def take(segments: list[tuple[int, int, Buffer]], start: int, end: int) -> list[tuple[int, int, Buffer]]:
+    """The segments with [start, end) cut out of them (a new write holds those bytes now)."""
+    kept = []
+    for begin, stop, buffer in segments:
+        if stop <= start or end <= begin:
+            kept.append((begin, stop, buffer))
+            continue
+        if begin < start:
+            kept.append((begin, start, buffer))
+        if end < stop:
+            kept.append((end, stop, buffer))
+    return kept
+
+
+def next_writer(plan: StreamPlan, after: int, origin: str, start: int, length: int, ordinals: dict[int, int]) -> int | None:
+    """The first dispatch after command ``after`` writing into [start, start + length) (a padded tensor's interior)."""
+    for command in plan.commands[after + 1 :]:
+        if command.kind == "dispatch" and any(a.writes and a.origin == origin and overlaps(a.offset, a.length, start, length)
+                                              for a in command.accesses):
+            return ordinals[id(command)]
+    return None
 
 
 def overlaps(offset: int | None, length: int | None, start: int, size: int) -> bool:
@@ -85,7 +111,7 @@ def overlaps(offset: int | None, length: int | None, start: int, size: int) -> b
 def live_shares(buffers: list[Buffer], at: int) -> list[tuple[Buffer, int]]:
     """The buffers live at dispatch ``at`` and the bytes each holds there; bytes two of them cover count once,
     for the later writer (the earlier one's data there was overwritten)."""
-    live = sorted((b for b in buffers if b.first <= at <= b.last), key=lambda b: -b.writer)
+    live = sorted((b for b in buffers if b.first <= at <= b.last), key=lambda b: -(b.writer if b.writer is not None else -1))
     covered: dict[int, list[tuple[int, int]]] = {}
     shares = []
     for buffer in live:
@@ -138,7 +164,8 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
     sources = dispatch_sources(graph, call_sites, plan)
     rows = []
     for buffer in buffers:
-        ops = (sources[buffer.writer] if sources is not None else []) or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
+        credited = sources[buffer.writer] if sources is not None and buffer.writer is not None else []
+        ops = credited or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
         for op in ops:  # a dispatch with several root ops: each holds an equal part
             share = 1 / len(ops)
             held = at_peak_shares.get(id(buffer), 0) * share

@@ -7,8 +7,10 @@ imported argument (``stream.tensor.import``), a constant or parameter global —
 (``resource_accesses``: 1 read, 2 write, 3 both) and a byte range; inside the executable,
 ``stream.binding.subspan %binding[offset]`` says where in that range the tensor it reads or writes
 starts, and its type gives the tensor's size. The offset is a constant, or an operand of the dispatch
-when several dispatches share one executable. So every dispatch knows which bytes of which
-allocation it writes and reads, which is what the memory attribution needs.
+when several dispatches share one executable. ``stream.cmd.fill`` and ``stream.cmd.copy`` write ranges
+too (a padded tensor is zero-filled, then a dispatch writes its interior). Commands inside a
+``stream.cmd.concurrent`` block run together. So every command knows which bytes of which allocation
+it writes and reads, and when, which is what the memory attribution needs.
 """
 
 from __future__ import annotations
@@ -47,21 +49,27 @@ class Access:
 
 
 @dataclass
-class PlannedDispatch:
-    """One ``stream.cmd.dispatch`` of the call, in execution order."""
+class PlannedCommand:
+    """One command of the call in program order: a ``stream.cmd.dispatch``, ``fill`` or ``copy``."""
 
-    export: str
+    kind: str  # "dispatch", "fill" or "copy"
+    export: str  # a dispatch's export, "" otherwise
+    position: int  # the dispatch it runs with: its own, the first of its concurrent block, or the next one
     accesses: list[Access] = field(default_factory=list)
 
 
 @dataclass
 class StreamPlan:
-    """The call's allocations and what each dispatch touches; the sizes of the resident globals."""
+    """The call's allocations and what each command touches; the sizes of the resident globals."""
 
     allocas: list[Alloca]
-    dispatches: list[PlannedDispatch]
+    commands: list[PlannedCommand]
     arguments: dict[int, int | None]  # argument position -> bytes imported
     resident: dict[str, tuple[str, int | None]]  # global -> ("parameter" or "constant", bytes)
+
+    @property
+    def dispatches(self) -> list[PlannedCommand]:
+        return [command for command in self.commands if command.kind == "dispatch"]
 
 
 def read_stream_plan(path: Path, entry: str) -> StreamPlan:
@@ -73,6 +81,12 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
     plan = StreamPlan([], [], {}, resident_globals(module))
     origins: dict[ir.Value, str] = {}
     visited: set[str] = set()
+    block_starts: dict[ir.Operation, int] = {}  # concurrent block -> the dispatch count when it began
+
+    def position(op: ir.Operation) -> int:
+        dispatched = len(plan.dispatches)
+        parent = op.parent
+        return block_starts.setdefault(parent, dispatched) if parent.name == "stream.cmd.concurrent" else dispatched
 
     def visit(name: str) -> None:
         if name in visited or name not in functions:
@@ -85,9 +99,9 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
                 origins[result] = f"alloca:{len(plan.allocas)}"
                 plan.allocas.append(Alloca(len(plan.allocas), lifetime, int_constant(op.operands[0])))
             elif op.name == "stream.tensor.import" and name == entry:
-                position = argument_index(op.operands[0])
-                origins[op.results[0]] = f"argument:{position}"
-                plan.arguments[position] = int_constant(op.operands[-1])
+                argument = argument_index(op.operands[0])
+                origins[op.results[0]] = f"argument:{argument}"
+                plan.arguments[argument] = int_constant(op.operands[-1])
             elif op.name == "util.global.load":
                 origins[op.results[0]] = f"global:{symbol_ref_leaf(attr(op, 'global'))}"
             elif op.name == "stream.cmd.execute":
@@ -96,7 +110,9 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
                 for result, source in zip(op.results, passed_resources(op)):
                     origins[result] = origin_of(source, origins)
             elif op.name == "stream.cmd.dispatch":
-                plan.dispatches.append(planned_dispatch(op, origins, executables, context))
+                plan.commands.append(planned_dispatch(op, origins, executables, context, position(op)))
+            elif op.name in ("stream.cmd.fill", "stream.cmd.copy"):
+                plan.commands.append(planned_transfer(op, origins, position(op)))
             elif op.name == "util.call":
                 visit(symbol_ref_leaf(attr(op, "callee")))
 
@@ -126,8 +142,21 @@ def bind_execute_arguments(op: ir.Operation, origins: dict[ir.Value, str]) -> No
         origins[argument] = origin_of(resource, origins)
 
 
+def planned_transfer(op: ir.Operation, origins: dict[ir.Value, str], at: int) -> PlannedCommand:
+    """A fill (operands: target, its size, offset, length, value) or a copy (source, its size, offset,
+    target, its size, offset, length): the bytes it writes, and for a copy the bytes it reads."""
+    operands = list(op.operands)
+    if op.name == "stream.cmd.fill":
+        target = Access(origin_of(operands[0], origins), False, True, int_constant(operands[2]), int_constant(operands[3]))
+        return PlannedCommand("fill", "", at, [target])
+    length = int_constant(operands[6])
+    source = Access(origin_of(operands[0], origins), True, False, int_constant(operands[2]), length)
+    target = Access(origin_of(operands[3], origins), False, True, int_constant(operands[5]), length)
+    return PlannedCommand("copy", "", at, [source, target])
+
+
 def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables: dict[str, ir.Operation],
-                     context: ir.Context) -> PlannedDispatch:
+                     context: ir.Context, at: int) -> PlannedCommand:
     """What one ``stream.cmd.dispatch`` reads and writes: each binding's range, narrowed by the subspan inside."""
     segments = list(attr(op, "operandSegmentSizes"))
     operands = list(op.operands)
@@ -141,7 +170,7 @@ def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables
     path = list(attr(op, "entry_points")[0].value)  # @executable::@export
     export = path[-1]
     spans = subspans(executables.get(path[0]), export, [int_constant(u) for u in uniform], context)
-    dispatch = PlannedDispatch(export)
+    dispatch = PlannedCommand("dispatch", export, at)
     for k, resource in enumerate(resources):
         base, length = int_constant(offsets[k]), int_constant(lengths[k])
         for inner, size in spans.get(k, [(0, length)]):
@@ -181,7 +210,9 @@ def resolved_index(value: ir.Value, scalars: list[ir.Value], uniform: list[int |
         return uniform[position] if position < len(uniform) else None
     owner = defining_op(value)
     if owner is not None and owner.name in PASS_THROUGH:
-        return resolved_index(owner.operands[0], scalars, uniform)
+        # util.assume.int takes several values at once: result i is operand i
+        passed = owner.operands[value.result_number] if len(owner.operands) == len(owner.results) else owner.operands[0]
+        return resolved_index(passed, scalars, uniform)
     return None
 
 
