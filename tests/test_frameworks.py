@@ -24,6 +24,7 @@ from tracelink import TracelinkError
 from tracelink.compile.frontends import load_entry
 from tracelink.compile.frontends.extras import EXTRAS, require
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.tune.diff import run_parameters
 
 # tracelink's own files (not the checkout's folder, which may be named tracelink too)
 PACKAGE = str(Path(tracelink.__file__).resolve().parent) + "/"
@@ -83,12 +84,20 @@ def components(profile: Profile) -> pd.Series:
 
 
 def iree_outputs(profile: Profile) -> list[np.ndarray]:
-    """The compiled program run with IREE's Python runtime on the inputs the profile ran with."""
+    """The compiled program run with IREE's Python runtime on the inputs and parameter archives the profile ran with."""
     import iree.runtime as rt
 
     inputs = [np.load(flag.removeprefix("@")) for flag in profile.summary["inputs"]]
-    module = rt.load_vm_flatbuffer_file(str(profile.artifacts / "app.vmfb"), driver="local-task")
-    results = getattr(module, profile.summary["function"])(*inputs)
+    config = rt.Config("local-task")
+    parameters = []
+    for value in run_parameters(profile):
+        scope, path = value.split("=", 1)
+        index = rt.ParameterIndex()
+        index.load(path)
+        parameters.append(rt.create_io_parameters_module(config.vm_instance, index.create_provider(scope=scope)))
+    program = rt.VmModule.mmap(config.vm_instance, str(profile.artifacts / "app.vmfb"))
+    modules = rt.load_vm_modules(*parameters, rt.create_hal_module(config.vm_instance, config.device), program, config=config)
+    results = getattr(modules[-1], profile.summary["function"])(*inputs)
     results = results if isinstance(results, (tuple, list)) else [results]
     return [np.asarray(result.to_host() if hasattr(result, "to_host") else result) for result in results]
 

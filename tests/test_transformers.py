@@ -252,3 +252,22 @@ def test_frame_rules_last_match_wins():
     assert is_library(f"{packages}/transformers/models/llama/modeling_llama.py", (*LIBRARY_FRAMES, "*/llama/*"))
     assert not is_library(f"{packages}/mymodels/net.py", (*LIBRARY_FRAMES, "!*/mymodels/*"))
     assert not is_library("/home/me/model.py")
+
+
+def test_weights_are_in_one_parameter_archive(profiled, models):
+    _, out = profiled["bert"]
+    artifacts = out / "artifacts"
+    export = json.loads((artifacts / "manifest.json").read_text())["export"]
+    archive = artifacts / "parameters.irpa"
+    assert export["parameters"] == [f"model={archive.resolve()}"]
+    exported = (artifacts / "exported.mlir").read_text()
+    state = load_entry(f"{models}:bert").target.state_dict()
+    # every float weight the model uses is a global naming its parameter, none is printed into the program
+    used = {name: tensor for name, tensor in state.items() if f'"model"::"{name}"' in exported}
+    assert "model.encoder.layer.1.attention.self.query.weight" in used and "model.pooler.dense.weight" not in used  # unused: not exported
+    assert exported.count('#stream.parameter.named<"model"::') == len(used)
+    assert "_torch.float32" not in exported  # no float tensor embedded (integer buffers, position ids, stay)
+    assert export["parameter_bytes"] == sum(tensor.numel() * tensor.element_size() for tensor in used.values())
+    assert archive.read_bytes()[:4] == b"IRPA" and archive.stat().st_size >= export["parameter_bytes"]
+    # the run read them from the archive (the benchmark tool's command line)
+    assert f"--parameters=model={archive.resolve()}" in (artifacts / "run.log").read_text().splitlines()[0]

@@ -47,10 +47,12 @@ class ProfileOptions:
 
 
 def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
-    """The options of a Python model's run: its example inputs (unless ``--input`` was given) and its sources."""
+    """The options of a Python model's run: its example inputs (unless ``--input`` was given), its weights'
+    archive and its sources."""
     return replace(
         options,
         inputs=list(options.inputs) or exported.inputs,
+        parameters=[*exported.parameters, *options.parameters],
         source_roots=[*options.source_roots, *exported.source_dirs],
     )
 

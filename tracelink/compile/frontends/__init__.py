@@ -55,13 +55,15 @@ class ExportedModel:
     framework: str = ""  # the framework and its version: "jax 0.10.2", "torch 2.13.0+cpu"
     seconds: float = 0.0  # how long the export took
     decomposed: tuple[str, ...] = ()  # ops decomposed on request (``--decompose``)
+    parameters: list[str] = field(default_factory=list)  # ``--parameters`` values of its weights' archive
+    parameter_bytes: int = 0
     # a torch model's ops: innermost ``file:line:col`` → (ATen op, the model line that called it)
     op_origins: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def manifest_entry(self) -> dict:
         """What the manifest records about the export."""
         return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs),
-                "decomposed": list(self.decomposed)}
+                "decomposed": list(self.decomposed), "parameters": self.parameters, "parameter_bytes": self.parameter_bytes}
 
     def explained(self, error: TracelinkError) -> TracelinkError:
         """A compile failure of the exported program in the model's terms: the op IREE cannot lower and its line."""
@@ -155,13 +157,17 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
     """
     started = time.perf_counter()
     origins: dict[str, tuple[str, str]] = {}
+    parameters: list[str] = []
+    parameter_bytes = 0
     with stdout_to_stderr():
         if is_torch_module(model.target):
             from tracelink.compile.frontends.torch_export import export_torch
+            from tracelink.compile.frontends.torch_parameters import SCOPE
 
             framework = "torch"
             exported = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin, decompose, frame_rules)
-            arrays, origins = exported.arrays, exported.origins
+            arrays, origins, parameter_bytes = exported.arrays, exported.origins, exported.parameter_bytes
+            parameters = [f"{SCOPE}={exported.parameters.resolve()}"] if exported.parameters else []
         else:
             if decompose:
                 raise TracelinkError(f"{model.origin}: --decompose applies to PyTorch models (this is a JAX function)")
@@ -172,7 +178,8 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
     inputs = save_inputs(arrays, artifacts / "inputs")
     return ExportedModel(
         artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
-        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started, tuple(decompose), origins,
+        f"{framework} {importlib.metadata.version(framework)}", time.perf_counter() - started, tuple(decompose), parameters,
+        parameter_bytes, origins,
     )
 
 

@@ -7,7 +7,8 @@ nodes carry a ``stack_trace`` and an ``nn_module_stack``. IREE's FX importer
 ``loc("encoder/layers.3/attention/linear"(callsite("forward"("model.py":41:15) at ...)))``: the module
 path (dots become ``/``, a ModuleList index stays joined to its list: ``layers.3``) and the aten op's
 name, wrapping the call stack innermost first. Frames of torch's own export machinery above the
-module's ``forward`` are dropped. Weights are embedded in the program as constants.
+module's ``forward`` are dropped. Weights go into a parameter archive beside the program
+(:mod:`tracelink.compile.frontends.torch_parameters`).
 
 The exported graph is lowered with torch's own core ATen decomposition table
 (``torch.export.default_decompositions()``), except the ops IREE lowers better whole (:data:`KEPT_OPS`:
@@ -32,12 +33,14 @@ import numpy as np
 from tracelink import TracelinkError
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
+from tracelink.compile.frontends.torch_parameters import ParameterArchive
 from tracelink.compile.onnx_import import first_line
 from tracelink.frames import LIBRARY_FRAMES, user_frame
 
 if TYPE_CHECKING:
     import torch
 
+PARAMETERS_NAME = "parameters.irpa"
 # ATen ops kept whole where the core table would decompose them: IREE lowers each well as one op
 # (by name: torch loads only when a model is exported).
 KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
@@ -58,13 +61,16 @@ class TorchExport:
     arrays: list[np.ndarray]
     # innermost ``file:line:col`` of an op's location → (its ATen op name, the model line that called it)
     origins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    parameters: Path | None = None  # the archive of its weights (scope ``model``), if it has any
+    parameter_bytes: int = 0
 
 
 def export_torch(
     module: torch.nn.Module, args: tuple, output: Path, origin: str, decompose: tuple[str, ...] = (),
     frame_rules: tuple[str, ...] = LIBRARY_FRAMES,
 ) -> TorchExport:
-    """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info); return its arguments and op origins."""
+    """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info) and its weights to
+    ``parameters.irpa`` beside it; return its arguments, op origins and archive."""
     require("torch")
     import torch
     from iree.compiler import ir
@@ -76,7 +82,8 @@ def export_torch(
         def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
             return node_location(node, self._c, Path(torch.__file__).parent)
 
-    importer = fx_importer.FxImporter(context=ir.Context())
+    archive = ParameterArchive()
+    importer = fx_importer.FxImporter(context=ir.Context(), hooks=archive.hooks())
     # The importer asks its context cache for every node's location; swap in the cache that builds ours.
     importer._cc = LocatedContextCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
     try:
@@ -88,9 +95,10 @@ def export_torch(
         raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {detail})") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, importer.module.operation.get_asm(enable_debug_info=True))
+    parameters = archive.write(output.with_name(PARAMETERS_NAME))
     leaves = torch.utils._pytree.tree_leaves(args)
     arrays = [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
-    return TorchExport(arrays, op_origins(program.graph, Path(torch.__file__).parent, frame_rules))
+    return TorchExport(arrays, op_origins(program.graph, Path(torch.__file__).parent, frame_rules), parameters, archive.bytes)
 
 
 def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompose: tuple[str, ...] = ()) -> Any:
