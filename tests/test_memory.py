@@ -119,6 +119,21 @@ def test_second_temporary_and_parameter_archive(profiles):
     assert memory["split"]["parameters"] == 0
 
 
+def test_summary_and_report_show_the_peak_and_its_holder(profiles):
+    from lxml import html
+
+    from tracelink.report.summary import memory_text
+
+    profile = profiles["first"]
+    line = memory_text(profile.summary["memory"])
+    assert line.startswith("memory: peak 4.09 MiB in one call") and "at dispatch #1: model.py:10 4 MiB" in line
+    page = html.parse(str(profile.directory / "report.html"))
+    chart = page.xpath('//svg[@aria-label="live bytes over the dispatch sequence of one call"]')[0]
+    assert "peak 4.09 MiB at dispatch 1" in "".join(chart.itertext())
+    rows = page.xpath('//table[contains(@class, "memory-lines")]/tbody/tr')
+    assert rows[0].xpath("td")[0].text == "model.py:10" and rows[0].xpath("td")[1].text == "4 MiB"
+
+
 def test_json_carries_memory(profiles, capsys):
     assert main(["report", str(profiles["first"].directory), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)

@@ -31,6 +31,18 @@ def ns(value: float | None) -> str:
     return f"{value:.0f} ns"
 
 
+def size(value: float | None) -> str:
+    """Bytes in binary units with three significant digits: ``812 B``, ``64.0 KiB``, ``4.09 MiB``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    value = float(value)
+    for scale, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if abs(value) >= scale:
+            scaled = value / scale
+            return f"{scaled:.3g} {unit}" if scaled < 100 else f"{scaled:.0f} {unit}"
+    return f"{value:.0f} B"
+
+
 def pct(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"

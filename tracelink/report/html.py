@@ -26,7 +26,7 @@ from tracelink import TracelinkError, __version__
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.device_time import device_time_parts
-from tracelink.report.fmt import clean, el, flushed_run_text, heat, lower_bound_mark, missing_events_text, ns, pct, rate
+from tracelink.report.fmt import clean, el, flushed_run_text, heat, lower_bound_mark, missing_events_text, ns, pct, rate, size
 from tracelink.report.components import components_view
 from tracelink.report.flame import flame_svg, flame_tree
 from tracelink.report.gains import gain_badge, gains_table
@@ -34,9 +34,9 @@ from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, RO
 from tracelink.report.assemble import build_model
 from tracelink.report.model import ReportModel, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
-from tracelink.report.summary import short_paths
+from tracelink.report.summary import memory_text, short_paths
 from tracelink.report.strategies import strategies_section
-from tracelink.report.svg import graph_svg, histogram, iteration_strip, per_iteration, roofline
+from tracelink.report.svg import graph_svg, histogram, iteration_strip, live_bytes, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
 from tracelink.report.workgroups import counters_section, workgroup_drill
 from tracelink.report.zones import runtime_section
@@ -213,6 +213,7 @@ def summary_section(main, model: ReportModel) -> None:
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
     device_time_cards(node, summary)
+    memory_view(node, model)
     components_view(node, model)
     hot_lines_table(node, model)
     strip_sites = {site["index"]: site for site in model.call_sites}
@@ -231,6 +232,37 @@ def summary_section(main, model: ReportModel) -> None:
         bar(el(row, "td"), site["share"])
     if model.gains is not None:
         gains_table(node, model, model.gains)
+
+
+MEMORY_ROWS = 8
+
+
+def memory_view(parent, model: ReportModel) -> None:
+    """One call's memory: the peak and what it is made of, live bytes over the dispatch sequence with the
+    peak marked, and the source lines holding most of it."""
+    memory = model.summary.get("memory")
+    if not memory:
+        return
+    el(parent, "h3", None, "Memory of one call")
+    el(parent, "p", class_="note", text=memory_text(memory))
+    sites = {site["index"]: site for site in model.call_sites}
+    run_sites = sorted(index for index, site in sites.items() if site.get("phase", "run") == "run")
+    labels = {position: f" (call site {index}, {short_export(sites[index]['export'])})" for position, index in enumerate(run_sites)} if memory.get("attributed") else {}
+    figure = el(parent, "div", class_="strip-wrap")
+    figure.append(live_bytes(memory["timeline_bytes"], memory["peak_dispatch"], labels))
+    lines = model.profile.memory_lines
+    if lines is None or lines.empty:
+        return
+    names = short_paths([str(file) for file in lines["file"].fillna("")])
+    body = grid_table(parent, ("line", "live at the peak", "allocated per call", "live over dispatches", "ops"), class_="grid memory-lines")
+    for row in lines.head(MEMORY_ROWS).itertuples():
+        tr = el(body, "tr")
+        file = "" if row.file is None or row.file != row.file else str(row.file)
+        el(tr, "td", class_="mono", text=f"{names.get(file, file)}:{row.line}" if file else "(no line)")
+        el(tr, "td", class_="num", text=size(row.bytes_at_peak))
+        el(tr, "td", class_="num", text=size(row.bytes_allocated))
+        el(tr, "td", class_="num", text=f"{row.first_dispatch}–{row.last_dispatch}")
+        el(tr, "td", class_="src", text=short_loc(str(row.ops)))
 
 
 def device_time_cards(parent, summary: dict) -> None:

@@ -1,7 +1,8 @@
 """The summary `tracelink profile` prints: time by component and by op kind, hottest lines of the user's code, hottest dispatches, coverage.
 
 It opens with which part of the model takes the time: the top levels of the component tree (name
-scopes, :mod:`tracelink.aggregate.components`) and the op kinds summed over repeated layers.
+scopes, :mod:`tracelink.aggregate.components`) and the op kinds summed over repeated layers, after one
+line on the memory peak of a call and the source lines holding most of it.
 
 Each dispatch shows what bounds it and the first words of its next step (see :mod:`tracelink.aggregate.utilization`).
 Lines are ranked by self time in the user view (library frames folded into the user's line calling
@@ -23,7 +24,7 @@ from rich.table import Table
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
-from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, text_or_empty
+from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, size, text_or_empty
 from tracelink.report.model import short_export
 from tracelink.report.strategies import print_strategies
 from tracelink.textsafe import TerminalConsole
@@ -98,6 +99,9 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
             f"[yellow]warning:[/] the machine was loaded during the run: the slow iterations took "
             f"{summary['iteration_spread']:.1f}× the fast ones (p90/p10), so times are inflated and noisy; profile again on a quieter machine"
         )
+    memory = memory_text(summary.get("memory"))
+    if memory:
+        console.print(escape(memory))
     print_components(result, console, iterations)
     lines = result.source_lines
     if not lines.empty:
@@ -145,6 +149,21 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         + "".join(f"\n  {count} {escape(reason)}" for reason, count in reasons.items())
         + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
     )
+
+
+def memory_text(memory: dict | None, holders: int = 3) -> str | None:
+    """One line: the peak of one call, what it is made of and the lines holding most of it."""
+    if not memory:
+        return None
+    split = ", ".join(f"{size(value)} {name}" for name, value in memory["split"].items() if value)
+    held = ", ".join(f"{name} {size(value)}" for name, value in memory["resident_bytes"].items() if value)
+    top = [row for row in memory["top"] if row["bytes_at_peak"]][:holders]
+    shown = short_paths([row["file"] for row in top])
+    where = ", ".join(f"{shown.get(row['file'], row['file'])}:{row['line']} {size(row['bytes_at_peak'])}" if row["file"] else
+                      f"{row['ops']} {size(row['bytes_at_peak'])}" for row in top)
+    return (f"memory: peak {size(memory['peak_bytes'])} in one call ({split or 'nothing allocated'})"
+            + (f"; held besides: {held}" if held else "")
+            + (f"; at dispatch #{memory['peak_call_site']}: {where}" if where and memory.get("peak_call_site") is not None else ""))
 
 
 def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMPONENT_ROWS) -> list[tuple[int, str, pd.Series]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from lxml import etree
 
-from tracelink.report.fmt import el, heat, ns, pct
+from tracelink.report.fmt import el, heat, ns, pct, size
 from tracelink.report.layout import COLUMNS, GROUP_HEADER, NODE_H, GraphLayout, short_label, text_width
 
 
@@ -74,6 +74,44 @@ def per_iteration(series: list[tuple[int, float]], width: float = 400, height: f
 
 
 MAX_BARS = 100  # longer runs are shown as the mean of consecutive iterations
+MAX_TITLED = 400  # dispatches up to which each gets its own hover target in the live-bytes chart
+
+
+def live_bytes(timeline: list[int], peak_at: int, labels: dict[int, str], width: float = 1000, height: float = 150) -> etree._Element:
+    """Bytes live in one call at each dispatch (its position in the call's order), as a step area, the peak marked.
+
+    ``labels``: a short name for each dispatch position, shown on hover (the call site and what is largest there).
+    """
+    root = svg_root(width, height, "live bytes over the dispatch sequence of one call")
+    left, right, top, bottom = 64, 10, 16, 28
+    if not timeline:
+        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, "no dispatches planned")
+        return root
+    peak = max(max(timeline), 1)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    step = plot_w / len(timeline)
+    points = [f"M{left:.1f},{top + plot_h:.1f}"]
+    for position, value in enumerate(timeline):
+        y = top + plot_h - plot_h * value / peak
+        points.append(f"L{left + position * step:.1f},{y:.1f}L{left + (position + 1) * step:.1f},{y:.1f}")
+    points.append(f"L{left + plot_w:.1f},{top + plot_h:.1f}Z")
+    el(root, "path", {"d": "".join(points), "class": "hb"})
+    if len(timeline) <= MAX_TITLED:
+        for position, value in enumerate(timeline):
+            target = el(root, "rect", {"x": f"{left + position * step:.1f}", "y": top, "width": f"{max(step, 1):.1f}", "height": plot_h,
+                                       "fill": "transparent", "data-position": position})
+            el(target, "title", None, f"dispatch {position}{labels.get(position, '')}: {size(value)} live")
+    el(root, "line", {"x1": left, "y1": top + plot_h, "x2": left + plot_w, "y2": top + plot_h, "class": "axis"})
+    mx = left + (peak_at + 0.5) * step
+    el(root, "line", {"x1": f"{mx:.1f}", "y1": top, "x2": f"{mx:.1f}", "y2": top + plot_h, "class": "marker"})
+    anchor = "start" if mx < left + plot_w * 0.7 else "end"
+    el(root, "text", {"x": f"{mx + (4 if anchor == 'start' else -4):.1f}", "y": top + 10, "text-anchor": anchor, "class": "tick strong"},
+       f"peak {size(timeline[peak_at])} at dispatch {peak_at}")
+    el(root, "text", {"x": left, "y": height - 8, "class": "tick"}, "dispatch 0")
+    el(root, "text", {"x": left + plot_w, "y": height - 8, "text-anchor": "end", "class": "tick"}, f"{len(timeline) - 1}")
+    el(root, "text", {"x": left - 4, "y": top + 8, "text-anchor": "end", "class": "tick"}, size(peak))
+    el(root, "text", {"x": left - 4, "y": top + plot_h, "text-anchor": "end", "class": "tick"}, "0")
+    return root
 
 
 def bucketed(series: list[tuple[int, float]], limit: int) -> list[tuple[int, int, float]]:
