@@ -98,10 +98,11 @@ def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Pro
         copy_atomic(path, kept)  # kept beside the artifacts so it opens in Tracy's GUI later
     run_info = {
         key: value for key, value in profile.summary.items()
-        if key in ("program", "function", "target", "versions", "inputs")
+        if key in ("program", "function", "target", "versions", "inputs", "memory")  # memory: the build's, not the capture's
     } | {"collector": "tracy", "capture": str(path.resolve()), "capture_program": capture.header.program, "warmup": 0}
     run_info |= rebuilt.summary()
     result = assemble_profile(directory, events, profile.graph, run_info, zones=capture.zones)
+    result.memory_lines, result.memory_components = profile.memory_lines, profile.memory_components
     publish_profile(result, TerminalConsole(quiet=True))
     return result
 
