@@ -5,6 +5,7 @@
    "no significant difference" end to end; target: at least 19 of 20 (a 95 % interval is allowed
    one miss in 20). Also the share of per-op rows wrongly called different, and how the recorded
    profiles alone (--rounds 0) compare: their speedup is what the old diff reported with confidence.
+   Each trial also runs the CI gates (`diff --fail-if-slower 5 --fail-if-larger 1`): target 0 failures.
 2. Reach: for every shared workload, the share of timed dispatch time in dispatches `tune` can tune
    (no tuning is run; the dispatches are read and checked as `tune` does), and the skip reasons.
 
@@ -28,12 +29,15 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import run_profile  # noqa: E402
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
-from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles  # noqa: E402
+from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
 from tracelink.tune.rounds import NOT_SIGNIFICANT  # noqa: E402
 from tracelink.tune.run import examine  # noqa: E402
 
 REACH_RUNS = {**WORKLOAD_RUNS, "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
               "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], [])}
+
+
+GATE_SLOWER_PCT, GATE_LARGER_PCT = 5.0, 1.0
 
 
 def a_a_test(out: Path, trials: int, iterations: int, console: Console) -> None:
@@ -43,11 +47,12 @@ def a_a_test(out: Path, trials: int, iterations: int, console: Console) -> None:
         run_profile(program, directory, repetitions=iterations)
     recorded = diff_profiles(first, second, rounds=0).attrs["end_to_end"]
     console.print(f"recorded profiles alone (--rounds 0): {recorded['speedup']:.2f}x, {recorded['verdict']}")
-    quiet, wrong_rows, rows, started = 0, 0, 0, time.perf_counter()
+    quiet, wrong_rows, rows, gated, started = 0, 0, 0, 0, time.perf_counter()
     for trial in range(trials):
         frame = diff_profiles(first, second, rounds=DEFAULT_ROUNDS, iterations=iterations)
         total = frame.attrs["end_to_end"]
         quiet += total["verdict"] == NOT_SIGNIFICANT
+        gated += any(gate["failed"] for gate in gate_verdicts(frame, GATE_SLOWER_PCT, GATE_LARGER_PCT).values())
         rows += len(frame)
         wrong_rows += int((frame["verdict"] != NOT_SIGNIFICANT).sum())
         console.print(f"  trial {trial + 1}: {total['speedup']:.3f}x (95% CI {total['ci_low']:.3f}-{total['ci_high']:.3f}) "
@@ -56,6 +61,8 @@ def a_a_test(out: Path, trials: int, iterations: int, console: Console) -> None:
                   f"({DEFAULT_ROUNDS} rounds x {iterations} iterations each, {time.perf_counter() - started:.0f} s); "
                   f"per-op rows called different: {wrong_rows} of {rows}; target >= 19 of 20 -> "
                   f"{'met' if quiet >= trials - trials // 20 else 'NOT met'}")
+    console.print(f"A/A gates (--fail-if-slower {GATE_SLOWER_PCT:g} --fail-if-larger {GATE_LARGER_PCT:g}): failed in {gated} of {trials} "
+                  f"trials; target 0 -> {'met' if gated == 0 else 'NOT met'}")
 
 
 def reach(out: Path, console: Console) -> None:
