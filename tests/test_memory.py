@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import run_profile
+from tests.conftest import EXAMPLES, run_profile
 from tracelink.cli import main
 from tracelink.diff_command import REGRESSION
 from tracelink.tools import tool_path
@@ -117,6 +117,18 @@ def test_second_temporary_and_parameter_archive(profiles):
     # the weight comes from the archive, loaded once: resident, not among the call's allocations
     assert memory["resident_bytes"]["parameters"] == 32 * 256 * 4
     assert memory["split"]["parameters"] == 0
+
+
+def test_padded_tensors_count_their_zero_fill(tmp_path):
+    # examples/convnet.mlir pads 32x32x16 images to 34x34x16 f32 (73,984 bytes): IREE zero-fills each
+    # padded tensor with stream.cmd.fill, then a dispatch writes its interior; the whole of it is live
+    profile = run_profile(EXAMPLES / "convnet.mlir", tmp_path / "convnet", repetitions=2)
+    memory = profile.summary["memory"]
+    assert memory["peak_bytes"] == iree_profile_memory(profile.artifacts / "memory.ireeprof")["high_water"]
+    assert memory["live_at_peak_bytes"] == memory["peak_bytes"]
+    lines = profile.memory_lines.set_index("line")
+    assert lines.loc[12, "bytes_at_peak"] == 34 * 34 * 16 * 4  # block1.pad
+    assert lines.loc[13, "bytes_at_peak"] == 2 * 34 * 34 * 16 * 4  # the convolutions' padded outputs
 
 
 def test_summary_and_report_show_the_peak_and_its_holder(profiles):

@@ -21,8 +21,10 @@ from tracelink.aggregate import attribution, call_site_table, coverage, export_t
 from tracelink.aggregate.memory import memory_tables
 from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
+from tracelink.aggregate.host_time import host_time
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import RunRequest, start_collection
+from tracelink.collect.hal import wall_ns_per_call
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.collect.memory import read_memory_events, run_memory_capture
 from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
@@ -138,7 +140,7 @@ def run_profile(
 
     started = time.perf_counter()
     with console.status(f"recording the memory of one call of {entry}"):
-        # a run of its own, after the timed one: memory events would add records to the timed run's rings
+        # a run of its own, after the timed one, so memory records never share a session with the timed dispatches
         capture = read_memory_events(run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts,
                                                         options.timeout_s, options.compile.device))
     plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
@@ -161,6 +163,8 @@ def run_profile(
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": timings,
         "memory": memory,
+        # a call's wall time beside its dispatches (CPU: the events' clock is the host's)
+        "host_time": None if device_target(options.compile.device).is_gpu else host_time(events, wall_ns_per_call(artifacts)),
     } | collected.summary
     result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
     result.memory_lines, result.memory_components = memory_lines, memory_components

@@ -1,9 +1,9 @@
 """Memory events of one call: a short run of its own under ``--device_profiling_mode=memory-events``.
 
-The capture is a separate ``iree-run-module`` run of the function, once, after the timed run: recording
-allocations alongside the timed dispatches would add their records to the rings the timing run reads,
-and one call is what the peak is about (``iree-benchmark-module`` keeps every call's result open, so
-over several calls the high water grows with the calls). The bundle is exported as ireeperf-jsonl like
+The capture is a separate ``iree-run-module`` run of the function, once, after the timed run: so the
+memory records never share a profiling session with the timed dispatches, and one call is what the
+peak is about (``iree-benchmark-module`` keeps every call's result open, so over several calls the
+high water grows with the calls). The bundle is exported as ireeperf-jsonl like
 the HAL profile (:func:`tracelink.collect.hal.read_records`) and read here.
 
 IREE's ``iree-profile memory`` reads the same events; its ``queue_inflight_allocations`` line is the

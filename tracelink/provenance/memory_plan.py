@@ -174,9 +174,10 @@ def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables
     for k, resource in enumerate(resources):
         base, length = int_constant(offsets[k]), int_constant(lengths[k])
         for inner, size in spans.get(k, [(0, length)]):
-            offset = None if base is None or inner is None else base + inner
-            dispatch.accesses.append(Access(origin_of(resource, origins), bool(flags[k] & READ), bool(flags[k] & WRITE), offset,
-                                            size if size is not None else length))
+            if inner is None or size is None:  # where in the binding is known at run time only: all of it
+                inner, size = 0, length
+            offset = None if base is None else base + inner
+            dispatch.accesses.append(Access(origin_of(resource, origins), bool(flags[k] & READ), bool(flags[k] & WRITE), offset, size))
     return dispatch
 
 
