@@ -25,6 +25,8 @@ from tracelink.tools import ToolRun, tool_path
 
 SCHEMA_VERSION = 15
 PROFILING_MODES = "host-execution,queue-events,executable-metadata,command-region-events"
+BENCHMARK_REPORT = "benchmark.json"  # the benchmark tool's own timing of the profiled calls (Google Benchmark's JSON)
+TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, device: str = "local-task") -> list[str]:
@@ -36,6 +38,26 @@ def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], paramete
     ]
 
 
+def benchmark_times_ns(report: str, column: str = "real_time") -> list[float]:
+    """Each repetition's time (ns, per iteration) in a Google Benchmark JSON report, which may follow
+    other output (``iree-benchmark-module --benchmark_format=json`` prints a header first); [] when none."""
+    start = report.find("{")
+    try:
+        rows = json.loads(report[start:]).get("benchmarks", []) if start >= 0 else []
+    except json.JSONDecodeError:
+        return []
+    return [float(row[column]) * TIME_UNIT_NS[row.get("time_unit", "ns")] for row in rows
+            if row.get("run_type") == "iteration" and column in row]
+
+
+def wall_ns_per_call(output_dir: Path) -> float | None:
+    """The profiled run's wall time per call of the function (ns), as the benchmark tool timed it: the
+    mean over every call, warm-up included, with the profiler on; None without a report."""
+    path = output_dir / BENCHMARK_REPORT
+    times = benchmark_times_ns(path.read_text(errors="replace")) if path.is_file() else []
+    return times[0] if times else None
+
+
 def start_hal_profile(
     vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, output_dir: Path,
     device: str = "local-task", modes: str = PROFILING_MODES, profiling_flags: Sequence[str] = (),
@@ -43,6 +65,7 @@ def start_hal_profile(
     """Start the program under the HAL profiler on ``device``, writing ``run.ireeprof`` in ``output_dir``."""
     command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
         f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
+        f"--benchmark_out={output_dir / BENCHMARK_REPORT}", "--benchmark_out_format=json",
     ]
     archives = f" with parameters {', '.join(parameters)}" if parameters else ""  # the runtime's errors name no archive
     return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}{archives}")

@@ -64,6 +64,9 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
             "iterations": summary["iterations"],
             "total_dispatch_ns": summary.get("total_dispatch_ns"),
             "dispatch_ns_per_iteration": summary.get("dispatch_ns_per_iteration"),
+            # a call's wall time and its time outside the dispatches (aggregate/host_time.py); null on a GPU
+            "wall_ns_per_call": (summary.get("host_time") or {}).get("wall_ns_per_call"),
+            "host_time": summary.get("host_time"),
             "dispatch_time_attributed_share": cover["dispatch_time_attributed_share"],
             "call_sites": cover["call_sites"],
             "call_sites_mapped": cover["call_sites_mapped"],

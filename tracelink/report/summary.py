@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
@@ -69,6 +70,20 @@ def op_kinds(profile: Profile, ops: str, limit: int = 2) -> str:
     return ", ".join(kinds[:limit]) + (f" +{len(kinds) - limit}" if len(kinds) > limit else "")
 
 
+def host_time_text(summary: dict) -> str:
+    """A call's time outside its dispatches, split; with what helps when it is most of the call."""
+    host = summary.get("host_time")
+    if not host or host["wall_ns_per_call"] <= 0:
+        return ""
+    text = (f"host time: {pct(host['host_share'])} of each call is outside the dispatches "
+            f"({ns(host['between_dispatches_ns_per_call'])} between them, {ns(host['outside_dispatches_ns_per_call'])} before the first "
+            f"and after the last; dispatches busy {ns(host['dispatch_busy_ns_per_call'])})")
+    if host["host_share"] > HOST_DOMINATES_SHARE:
+        text += ("; host time dominates: fewer, larger dispatches help (`tracelink tune` races options that fuse more), "
+                 "and a small model may run faster on --device local-sync, which wakes no worker threads")
+    return text
+
+
 def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     """The hottest source lines and dispatches, and the coverage figures."""
     summary = result.summary
@@ -77,11 +92,14 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     initializer = cover.get("call_sites_initializer", 0)
     console.print(
         f"[bold]{escape(Path(summary.get('model') or summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
-        f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration; "
+        f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration"
+        + (f" in {ns(host['wall_ns_per_call'])} of wall time per call" if (host := summary.get("host_time")) else "") + "; "
         f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
         + (f"; {initializer} more run once at load (not timed)" if initializer else "")
     )
+    if host_text := host_time_text(summary):
+        console.print(escape(host_text))
     missing, flushed = missing_events_text(summary), flushed_run_text(summary)
     if missing:
         console.print(f"[bold red]warning:[/] {escape(missing)}")

@@ -27,6 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tracelink.collect.hal import benchmark_times_ns
 from tracelink import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.tools import run_tool, stop_on_sigterm, tool_path
@@ -224,15 +225,8 @@ def run_benchmark(
         "--benchmark_format=json",
     ]
     done = run_candidate_tool(command, timeout, "benchmark")
-    start = done.stdout.find("{")
-    report = json.loads(done.stdout[start:]) if start >= 0 else {}
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     column = "cpu_time" if options.clock == "cpu" else "real_time"
-    samples = [
-        row[column] * scale[row.get("time_unit", "ns")] / batch_size
-        for row in report.get("benchmarks", [])
-        if row.get("run_type") == "iteration"
-    ]
+    samples = [ns * 1e-9 / batch_size for ns in benchmark_times_ns(done.stdout, column)]
     if not samples:
         raise RuntimeError("iree-benchmark-module reported no repetitions")
     return Timing(samples)

@@ -12,7 +12,6 @@ whenever all rounds happen to fall on one side (25 % of A/A comparisons with 3 r
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -21,6 +20,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from tracelink import TracelinkError
+from tracelink.collect.hal import benchmark_times_ns
 from tracelink.tools import run_checked, tool_path
 from tracelink.collect.machine import machine_cores
 
@@ -116,8 +117,7 @@ def time_program(vmfb: Path, function: str, inputs: Sequence[str], parameters: S
                *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
                "--benchmark_min_time=1x", f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
     done = run_checked(command, timeout, vmfb, "timing the program")
-    report = json.loads(done.stdout[done.stdout.find("{"):])
-    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-    times = [row["real_time"] * scale[row.get("time_unit", "ns")] for row in report["benchmarks"]
-             if row.get("run_type") == "iteration"]
+    times = benchmark_times_ns(done.stdout)
+    if not times:
+        raise TracelinkError(f"{vmfb}: timing the program: iree-benchmark-module reported no repetitions")
     return float(np.median(times))

@@ -4,7 +4,6 @@ IREE's own code) and the streaming bandwidth of all workers together."""
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tracelink.collect.hal import benchmark_times_ns
 from tracelink import TracelinkError
 from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
 
@@ -139,14 +139,12 @@ def probe_cpu_seconds(vmfb: Path) -> float:
     done = run_tool([tool_path("iree-benchmark-module"), f"--module={vmfb}", "--device=local-sync", "--function=main",
                      f"--input={IREE_SIZE}x{IREE_SIZE}xf32=1", f"--input={IREE_SIZE}x{IREE_SIZE}xf32={1 / IREE_SIZE}",
                      "--benchmark_repetitions=5", "--benchmark_min_time=0.1s", "--benchmark_format=json"], PROBE_TIMEOUT_S)
-    start = done.stdout.find("{")
-    if done.returncode != 0 or start < 0:
+    if done.returncode != 0:
         raise TracelinkError(f"measuring the machine's compute peak: iree-benchmark-module failed: {done.stderr.strip()[-200:]}")
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-    rows = [row for row in json.loads(done.stdout[start:]).get("benchmarks", []) if row.get("run_type") == "iteration"]
-    if not rows:
+    times = benchmark_times_ns(done.stdout, "cpu_time")
+    if not times:
         raise TracelinkError("measuring the machine's compute peak: iree-benchmark-module reported no repetitions")
-    return min(row["cpu_time"] * scale[row.get("time_unit", "ns")] for row in rows)
+    return min(times) * 1e-9
 
 
 def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:

@@ -1,0 +1,77 @@
+"""A call's wall time beside its dispatch time (`profile.json` → `host_time`), checked against IREE's own timing.
+
+A chain of 40 tiny matmuls is host time by construction (each dispatch does 128 multiply-adds, far
+less than launching it costs); a 512³ matmul pair is dispatch time. The wall time per call that
+tracelink reads from the profiled run is raced against the bare `iree-benchmark-module` on the same
+build, alternately.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_profile
+from tracelink.aggregate.host_time import host_time
+from tracelink.collect.collectors import RunRequest, start_collection
+from tracelink.collect.hal import benchmark_command, benchmark_times_ns
+from tracelink.report.summary import host_time_text
+from tracelink.tune.diff import run_inputs
+
+ROUNDS = 4
+
+
+def chain_program(path: Path, links: int = 40) -> Path:
+    lines = ["func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {", "  %c0 = arith.constant 0.0 : f32"]
+    previous = "%x"
+    for index in range(links):
+        lines += [
+            f"  %e{index} = tensor.empty() : tensor<4x4xf32>",
+            f"  %f{index} = linalg.fill ins(%c0 : f32) outs(%e{index} : tensor<4x4xf32>) -> tensor<4x4xf32>",
+            f"  %m{index} = linalg.matmul ins({previous}, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%f{index} : tensor<4x4xf32>) -> tensor<4x4xf32>",
+        ]
+        previous = f"%m{index}"
+    path.write_text("\n".join([*lines, f"  return {previous} : tensor<4x4xf32>", "}"]) + "\n")
+    return path
+
+
+def test_host_time_dominates_a_chain_of_tiny_dispatches(tmp_path):
+    profile = run_profile(chain_program(tmp_path / "chain.mlir"), tmp_path / "out", repetitions=20)
+    host = profile.summary["host_time"]
+    assert host["calls"] == 20
+    assert host["host_share"] > 0.5  # 40 launches cost more than 40 × 128 multiply-adds
+    # the split adds up to the wall time: busy + between + outside
+    parts = host["dispatch_busy_ns_per_call"] + host["between_dispatches_ns_per_call"] + host["outside_dispatches_ns_per_call"]
+    assert parts == pytest.approx(host["wall_ns_per_call"], rel=1e-6)
+    # busy time is at most the summed dispatch durations (overlapping dispatches count once)
+    assert host["dispatch_busy_ns_per_call"] <= profile.summary["dispatch_ns_per_iteration"] * 1.0001
+    text = host_time_text(profile.summary)
+    assert "host time dominates" in text and "local-sync" in text
+
+
+def wall_by_tracelink(vmfb: Path, function: str, inputs: list[str], exports: list[str], artifacts: Path) -> float:
+    """The HAL collector's run of the profile (1 warm-up + 10 calls), read as the profile reads it."""
+    artifacts.mkdir()
+    collected = start_collection("hal", RunRequest(vmfb, function, inputs, [], 11, artifacts, 300.0)).finish(exports, 1)
+    return host_time(collected.events)["wall_ns_per_call"]
+
+
+def wall_by_iree(vmfb: Path, function: str, inputs: list[str]) -> float:
+    command = benchmark_command(vmfb, function, inputs, [], 10) + ["--benchmark_repetitions=3", "--benchmark_format=json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    return statistics.median(benchmark_times_ns(done.stdout))
+
+
+def test_wall_time_per_call_agrees_with_iree_benchmark_module(tmp_path):
+    profile = run_profile(EXAMPLES / "matmul_heavy.mlir", tmp_path / "out", repetitions=10)
+    vmfb, function, inputs = profile.artifacts / "app.vmfb", profile.summary["function"], run_inputs(profile)
+    exports = list(profile.call_sites.sort_values("call_site")["export"])
+    ours, theirs = [], []
+    for round_ in range(ROUNDS):  # alternately, so a busy moment of the machine hits both
+        ours.append(wall_by_tracelink(vmfb, function, inputs, exports, tmp_path / f"round{round_}"))
+        theirs.append(wall_by_iree(vmfb, function, inputs))
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    assert 0.85 <= ratio <= 1.15, (ours, theirs)
