@@ -50,6 +50,8 @@ def test_host_time_dominates_a_chain_of_tiny_dispatches(tmp_path):
     assert host["dispatch_busy_ns_per_call"] <= profile.summary["dispatch_ns_per_iteration"] * 1.0001
     text = host_time_text(profile.summary)
     assert "host time dominates" in text and "local-sync" in text
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "wall time per call" in report and "host time dominates" in report
 
 
 def wall_by_tracelink(vmfb: Path, function: str, inputs: list[str], exports: list[str], artifacts: Path) -> float:

@@ -34,7 +34,7 @@ from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, RO
 from tracelink.report.assemble import build_model
 from tracelink.report.model import ReportModel, short_export
 from tracelink.report.sources import EXECUTABLE_DUMPS, SourcePolicy
-from tracelink.report.summary import memory_text, short_paths
+from tracelink.report.summary import host_time_text, memory_text, short_paths
 from tracelink.report.strategies import strategies_section
 from tracelink.report.svg import graph_svg, histogram, iteration_strip, live_bytes, per_iteration, roofline
 from tracelink.report.widgets import badge, bar, chip, chips, grid_table, line_link, number_text, op_link, section
@@ -202,7 +202,10 @@ def summary_section(main, model: ReportModel) -> None:
         el(meta, "dd", None, value, title=inputs_title(summary.get("inputs", [])) if label == "inputs" else None)
     cards = el(node, "div", class_="cards")
     audit_counts = cover.get("audit_counts", {})
+    host = summary.get("host_time")
+    wall_card = [(ns(host["wall_ns_per_call"]), "wall time per call", host_time_text(summary))] if host else []
     for value, label, hint in (
+        *wall_card,
         (ns(summary.get("dispatch_ns_per_iteration")), "dispatch time per iteration", "sum of all dispatch durations in one call of the function"),
         (ns(summary.get("total_dispatch_ns")), "total dispatch time", f"over {summary.get('iterations', 0)} iterations, {cover.get('events', 0)} dispatch executions"),
         (pct(cover.get("dispatch_time_attributed_share")), "of dispatch time attributed to source lines" + text_coverage_note(model, cover), "time of call sites whose ops have a file:line position"),
@@ -212,6 +215,8 @@ def summary_section(main, model: ReportModel) -> None:
         card = el(cards, "div", class_="card", title=hint)
         el(card, "div", class_="big", text=value)
         el(card, "div", class_="muted", text=label)
+    if host:
+        el(node, "p", class_="note", text=host_time_text(summary).capitalize() + ".")
     device_time_cards(node, summary)
     memory_view(node, model)
     components_view(node, model)
