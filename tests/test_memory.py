@@ -142,6 +142,9 @@ def test_summary_and_report_show_the_peak_and_its_holder(profiles):
     page = html.parse(str(profile.directory / "report.html"))
     chart = page.xpath('//svg[@aria-label="live bytes over the dispatch sequence of one call"]')[0]
     assert "peak 4.09 MiB at dispatch 1" in "".join(chart.itertext())
+    hover = chart.xpath('.//rect[@data-position="1"]/title')[0].text  # what is live at the peak, by line
+    assert hover.startswith("dispatch 1: 4.09 MiB live · call site 1") and "model.py:10 4 MiB" in hover
+    assert profiles["first"].summary["memory"]["timeline_holders"][2][0] == ["model.py", 14, 2 * MiB]
     rows = page.xpath('//table[contains(@class, "memory-lines")]/tbody/tr')
     assert rows[0].xpath("td")[0].text == "model.py:10" and rows[0].xpath("td")[1].text == "4 MiB"
 

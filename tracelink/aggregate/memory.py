@@ -158,14 +158,15 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
     peak_bytes, at_peak = capture.high_water()
     buffers = plan_buffers(plan)
     count = len(plan.dispatches)
-    timeline = [sum(share for _, share in live_shares(buffers, i)) for i in range(count)]
-    peak_at = max(range(count), key=lambda i: timeline[i]) if count else 0
-    at_peak_shares = {id(b): share for b, share in live_shares(buffers, peak_at)} if count else {}
     sources = dispatch_sources(graph, call_sites, plan)
+    makers = {id(buffer): buffer_sources(buffer, sources) for buffer in buffers}
+    live = [live_shares(buffers, i) for i in range(count)]
+    timeline = [sum(share for _, share in shares) for shares in live]
+    peak_at = max(range(count), key=lambda i: timeline[i]) if count else 0
+    at_peak_shares = {id(b): share for b, share in live[peak_at]} if count else {}
     rows = []
     for buffer in buffers:
-        credited = sources[buffer.writer] if sources is not None and buffer.writer is not None else []
-        ops = credited or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
+        ops = makers[id(buffer)]
         for op in ops:  # a dispatch with several root ops: each holds an equal part
             share = 1 / len(ops)
             held = at_peak_shares.get(id(buffer), 0) * share
@@ -189,10 +190,29 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
         "peak_call_site": call_sites[peak_at][0] if sources is not None and count else None,
         "attributed": sources is not None,
         "timeline_bytes": [int(value) for value in timeline],
+        "timeline_holders": [holders(shares, makers) for shares in live],
         "top": lines.head(TOP_HOLDERS)[["file", "line", "bytes_at_peak", "ops"]].to_dict("records"),
         "capture": "artifacts/memory.ireeprof",
     }
     return summary, lines, components
+
+
+def buffer_sources(buffer: Buffer, sources: list[list[dict]] | None) -> list[dict]:
+    """The source ops credited with a buffer: the root ops of the dispatch that wrote it, or a placeholder."""
+    credited = sources[buffer.writer] if sources is not None and buffer.writer is not None else []
+    return credited or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
+
+
+def holders(shares: list[tuple[Buffer, int]], makers: dict[int, list[dict]], shown: int = 3) -> list[list]:
+    """The lines holding most of one dispatch's live bytes: ``[file, line, bytes]``, largest first."""
+    by_line: dict[tuple[str, int | None], float] = {}
+    for buffer, share in shares:
+        ops = makers[id(buffer)]
+        for op in ops:
+            key = (op.get("file") or "", op.get("line"))
+            by_line[key] = by_line.get(key, 0.0) + share / len(ops)
+    ranked = sorted(by_line.items(), key=lambda item: -item[1])[:shown]
+    return [[file, line, int(round(value))] for (file, line), value in ranked if value > 0]
 
 
 def resident(plan: StreamPlan) -> dict[str, int]:

@@ -251,8 +251,14 @@ def memory_view(parent, model: ReportModel) -> None:
     el(parent, "h3", None, "Memory of one call")
     el(parent, "p", class_="note", text=memory_text(memory))
     sites = {site["index"]: site for site in model.call_sites}
-    run_sites = sorted(index for index, site in sites.items() if site.get("phase", "run") == "run")
-    labels = {position: f" (call site {index}, {short_export(sites[index]['export'])})" for position, index in enumerate(run_sites)} if memory.get("attributed") else {}
+    run_sites = sorted(index for index, site in sites.items() if site.get("phase", "run") == "run") if memory.get("attributed") else []
+    held = memory.get("timeline_holders", [])
+    names = short_paths([str(file) for position in held for file, _, _ in position])
+    labels = {}
+    for position, index in enumerate(run_sites):
+        lines = held[position] if position < len(held) else []
+        labels[position] = f" · call site {index}, {short_export(sites[index]['export'])}" + "".join(
+            f"\n{names.get(file, file)}:{line} {size(value)}" if file else f"\n(no line) {size(value)}" for file, line, value in lines)
     figure = el(parent, "div", class_="strip-wrap")
     figure.append(live_bytes(memory["timeline_bytes"], memory["peak_dispatch"], labels))
     lines = model.profile.memory_lines

@@ -80,7 +80,7 @@ MAX_TITLED = 400  # dispatches up to which each gets its own hover target in the
 def live_bytes(timeline: list[int], peak_at: int, labels: dict[int, str], width: float = 1000, height: float = 150) -> etree._Element:
     """Bytes live in one call at each dispatch (its position in the call's order), as a step area, the peak marked.
 
-    ``labels``: a short name for each dispatch position, shown on hover (the call site and what is largest there).
+    ``labels``: what to say of each dispatch position on hover after its live bytes (its call site, the lines holding most).
     """
     root = svg_root(width, height, "live bytes over the dispatch sequence of one call")
     left, right, top, bottom = 64, 10, 16, 28
@@ -100,7 +100,7 @@ def live_bytes(timeline: list[int], peak_at: int, labels: dict[int, str], width:
         for position, value in enumerate(timeline):
             target = el(root, "rect", {"x": f"{left + position * step:.1f}", "y": top, "width": f"{max(step, 1):.1f}", "height": plot_h,
                                        "fill": "transparent", "data-position": position})
-            el(target, "title", None, f"dispatch {position}{labels.get(position, '')}: {size(value)} live")
+            el(target, "title", None, f"dispatch {position}: {size(value)} live{labels.get(position, '')}")
     el(root, "line", {"x1": left, "y1": top + plot_h, "x2": left + plot_w, "y2": top + plot_h, "class": "axis"})
     mx = left + (peak_at + 0.5) * step
     el(root, "line", {"x1": f"{mx:.1f}", "y1": top, "x2": f"{mx:.1f}", "y2": top + plot_h, "class": "marker"})
