@@ -1,4 +1,4 @@
-"""`tracelink tune` and `tracelink diff`: argument parsing and printing only (the work is in run/diff)."""
+"""`tracelink tune`: argument parsing and printing only (the work is in tune/run)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from tracelink import TracelinkError
 from tracelink.outdir import locked, refuse_foreign_file
-from tracelink.tune.diff import DEFAULT_ROUNDS
 
 if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning
     from tracelink.profile_dir import Profile
@@ -49,24 +48,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "profiled build only")
     tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
     tune.set_defaults(handler=run_tune)
-
-    diff = subparsers.add_parser(
-        "diff",
-        help="compare two profiles source line by source line",
-        description="Compare two profiles of the same program (e.g. before and after tuning), matching source "
-        "ops by source location. Both compiled programs run again alternately for --rounds rounds; per-op and "
-        "end-to-end speedups get 95% intervals from the run-to-run variation, and differences whose interval "
-        "contains 1 are reported as no significant difference. Writes diff.csv.",
-    )
-    diff.add_argument("base", type=Path, help="profile directory of the baseline")
-    diff.add_argument("tuned", type=Path, help="profile directory to compare with it")
-    diff.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                      help=f"alternating runs of each program (default {DEFAULT_ROUNDS}; 0: compare the recorded "
-                      "profiles, without an interval)")
-    diff.add_argument("--iterations", type=int, help="calls of the function per run (default: the base profile's)")
-    diff.add_argument("-o", "--output", type=Path, help="CSV to write (default <tuned>/diff.csv)")
-    diff.add_argument("--json", action="store_true", help="print one JSON document on stdout (the table goes to stderr)")
-    diff.set_defaults(handler=run_diff)
 
 
 def _duration(text: str) -> float:
@@ -410,51 +391,6 @@ def _where_kept(outcome: Outcome) -> str:
 
 def _ms(value: float) -> str:
     return "" if value is None or math.isnan(value) else f"{value:.3f}"
-
-
-def run_diff(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from tracelink.textsafe import TerminalConsole
-    from tracelink.tune.diff import diff_profiles, write_diff
-
-    _positive(args.iterations, "--iterations")
-    if args.rounds < 0:
-        raise TracelinkError(f"--rounds must be 0 or more, got {args.rounds}")
-    output = args.output or args.tuned / "diff.csv"
-    if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
-        raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
-    from tracelink.tune.diff import CSV_HEADER, JSON_HEADER
-
-    if args.output is not None:  # the user's files: replaced only when tracelink wrote them
-        refuse_foreign_file(output, CSV_HEADER)
-        refuse_foreign_file(output.with_suffix(".json"), JSON_HEADER)
-    writes = ("diff_rounds",) + (() if args.output else ("diff.csv", "diff.json"))
-    console = TerminalConsole(stderr=True, highlight=False)
-    with locked(args.tuned, writes=writes), console.status(f"running both programs alternately, {args.rounds} rounds"):
-        frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)
-        path = write_diff(frame, output)
-    total = frame.attrs["end_to_end"]
-    how = f"{total['rounds']} alternating rounds" if total["rounds"] > 1 else "the recorded profiles"
-    table = Table(title=f"{args.tuned} vs {args.base} (median per iteration, {how})")
-    for column in ("source op", "base ms", "tuned ms", "speedup", "95% CI", "verdict"):
-        table.add_column(column, justify="left" if column in ("source op", "verdict") else "right")
-    rows = [total] + frame.to_dict("records")
-    for row in rows:
-        if row["label"] == total["label"] or (row["base_share"] or 0) >= 0.001 or (row["tuned_share"] or 0) >= 0.001:
-            table.add_row(str(row["label"]), _ms(row["base_ns"] / 1e6), _ms(row["tuned_ns"] / 1e6),
-                          "" if math.isnan(row["speedup"]) else f"{row['speedup']:.2f}x", _interval(row), row["verdict"])
-    out = TerminalConsole(highlight=False, stderr=args.json)
-    out.print(table)
-    out.print(f"end to end: {total['verdict']}, {total['speedup']:.2f}x (95% CI {_interval(total) or 'none'}, "
-              f"{total['base_iterations']} vs {total['tuned_iterations']} iterations); per source op: {path}")
-    if total["load_warning"]:
-        out.print(f"warning: {total['load_warning']}")
-    if args.json:
-        from tracelink.report.json_output import diff_document, dump
-
-        print(dump(diff_document(frame, args.base, args.tuned, path)))
-    return 0
 
 
 def _interval(row: dict) -> str:
