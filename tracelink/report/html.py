@@ -218,9 +218,9 @@ def summary_section(main, model: ReportModel) -> None:
     if host:
         el(node, "p", class_="note", text=host_time_text(summary).capitalize() + ".")
     device_time_cards(node, summary)
-    memory_view(node, model)
     components_view(node, model)
     hot_lines_table(node, model)
+    memory_view(node, model)  # after the hottest lines, which stay on the first screen
     strip_sites = {site["index"]: site for site in model.call_sites}
     if model.iteration_strip:
         el(node, "h3", None, "One iteration over time")
