@@ -234,11 +234,14 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
             command += ["--tuning-spec", os.path.abspath(flag.split("=", 1)[1])]
         else:  # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
             command.append(f"--compile-flag={flag}")
-    if is_python_entry(program):  # the model is exported again: with the ops its profile decomposed
-        command += [f"--decompose={op}" for op in profile.manifest.get("export", {}).get("decomposed", [])]
+    export = profile.manifest.get("export", {})
+    exported_again = is_python_entry(program)  # the model is exported again, its weights' archive with it
+    if exported_again:
+        command += [f"--decompose={op}" for op in export.get("decomposed", [])]
     command.append(f"--function={summary['function']}")
     command += [f"--input={_absolute_input(value)}" for value in run_inputs(profile)]
-    command += [f"--parameters={_absolute_parameters(value)}" for value in run_parameters(profile)]
+    command += [f"--parameters={_absolute_parameters(value)}" for value in run_parameters(profile)
+                if not (exported_again and value in export.get("parameters", []))]
     command += [f"--repetitions={int(summary.get('repetitions', 10))}", f"--warmup={int(summary.get('warmup', 1))}"]
     device = options.get("device") or summary.get("target", {}).get("device") or "local-task"
     if device != "local-task":

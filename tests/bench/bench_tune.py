@@ -24,8 +24,11 @@
    (single options and combinations), and the build tune hands over run alternately: each one's
    speedup over the default with a 95 % interval, and tune's build over the best single option set and
    over each whole-program option set of the same rounds; the per-op compositions tune built are raced
-   too, handed over or not. Targets: tune's build >= 5x, 5x, 2x the default, and not significantly
-   slower than the best single option set. `make bench-strategies` runs this section alone.
+   too, handed over or not. Then the same for a ViT from `transformers` (SDPA attention; random weights
+   from a seeded config), profiled from its Python file, with the same model's eager-attention export
+   (matmul, softmax, matmul) raced beside it as the anchor. Targets: tune's build >= 5x, 5x, 2x, 2x
+   the default, and not significantly slower than the best single option set. `make bench-strategies`
+   runs this section alone.
 
 Usage: .venv/bin/python tests/bench/bench_tune.py [--out DIR] [--seeds 20] [--skip-search] [--race-programs NAME ...]
        [--race-budget 24] [--race-seeds 3] [--workloads NAME ...] [--real NAME ...] [--budget 20m] [--real-rounds 40]
@@ -288,8 +291,42 @@ REAL_MODELS = {  # name: (light model, the speedup over IREE's default that tune
 }
 
 
+# A ViT as `transformers` defines it (SDPA attention), 384 wide, 6 heads, 6 layers, 197 tokens; random
+# weights from a seeded config. `make()` is the model users bring, `eager()` the same weights with
+# matmul-softmax-matmul attention, the anchor: the speed a hand-written attention gets from IREE.
+VIT = """
+import torch
+import transformers as T
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels):
+        return self.model(pixel_values=pixels).last_hidden_state
+
+
+def vit(attention):
+    torch.manual_seed(0)
+    config = T.ViTConfig(hidden_size=384, num_attention_heads=6, num_hidden_layers=6, intermediate_size=1536,
+                         image_size=224, patch_size=16, attn_implementation=attention)
+    return Encoder(T.ViTModel(config, add_pooling_layer=False).eval()), (torch.randn(1, 3, 224, 224),)
+
+
+def make():
+    return vit("sdpa")
+
+
+def eager():
+    return vit("eager")
+"""
+TRANSFORMERS = {"vit": (VIT, 2.0)}  # name: (model file, the speedup over IREE's default tune's build must reach)
+
+
 def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Console) -> None:
-    """Profile and tune a real-weight model, then race the default, every single option set and tune's build."""
+    """Profile a real-weight ONNX model, then tune it and race (:func:`race_tune`)."""
     light, target = REAL_MODELS[name]
     work = out / f"real_{name}"
     work.mkdir(parents=True, exist_ok=True)
@@ -301,7 +338,30 @@ def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Con
     started = time.perf_counter()
     if not (base / "profile.json").exists():
         run_profile(model, base, repetitions=args.repetitions)
-    profiled = time.perf_counter() - started
+    race_tune(base, target, time.perf_counter() - started, args, console)
+
+
+def transformer_real(name: str, out: Path, args: argparse.Namespace, console: Console) -> None:
+    """Profile a `transformers` model from its Python file, and its eager-attention twin as the anchor; then
+    tune the model and race (:func:`race_tune`), the anchor's default build among the builds."""
+    source, target = TRANSFORMERS[name]
+    work = out / f"real_{name}"
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / f"{name}.py"
+    model.write_text(source)
+    base, anchor = work / "base", work / "eager"
+    started = time.perf_counter()
+    for directory, entry in ((base, "make"), (anchor, "eager")):
+        if not (directory / "profile.json").exists():
+            run_profile(f"{model}:{entry}", directory, repetitions=args.repetitions)
+    race_tune(base, target, time.perf_counter() - started, args, console,
+              {"eager attention": load_profile(anchor).artifacts / "app.vmfb"})
+
+
+def race_tune(base: Path, target: float, profiled: float, args: argparse.Namespace, console: Console,
+              anchors: dict[str, Path] | None = None) -> None:
+    """Tune the profile ``base``, then race the default, every whole-program option set and per-op composition
+    the search built, the ``anchors`` and tune's build."""
     started = time.perf_counter()
     done = subprocess.run([*TRACELINK, "tune", str(base), "--budget", args.budget, "--json",
                            *(["--resume"] if (base / "tune" / "strategies.json").exists() else [])],
@@ -326,6 +386,7 @@ def strategies_real(name: str, out: Path, args: argparse.Namespace, console: Con
         handed = apply is not None and (apply["program"], apply["flags"]) == (composed.get("program"), composed["flags"])
         if composed.get("program") and composed["status"] in ("faster", "not faster") and not handed:
             builds[composed["name"]] = Path(composed["program"]).parent / "build" / "app.vmfb"
+    builds |= anchors or {}
     if apply:
         builds["tune's build"] = Path(apply["vmfb"])
     runs = [lambda _, v=v: time_program(v, profile.summary["function"], run_inputs(profile), run_parameters(profile),
@@ -373,7 +434,7 @@ def main() -> None:
     parser.add_argument("--race-programs", nargs="*", default=list(RACE_PROGRAMS), help="programs of the live race")
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS_E2E), help="end-to-end workloads to run")
     parser.add_argument("--skip-search", action="store_true")
-    parser.add_argument("--real", nargs="*", default=list(REAL_MODELS), help="real-weight models of the strategy section")
+    parser.add_argument("--real", nargs="*", default=[*REAL_MODELS, *TRANSFORMERS], help="real-weight models of the strategy section")
     parser.add_argument("--budget", default="20m", help="tune's --budget for each real-weight model")
     # the compositions are 1.1-1.2x the best whole-program option set; with 10-16 builds in the race,
     # 20 rounds on this 2-core machine did not always resolve that, 40 did
@@ -397,7 +458,7 @@ def main() -> None:
     for name in args.real:
         console.rule(f"strategies on real weights ({name})")
         try:
-            strategies_real(name, args.out, args, console)
+            (transformer_real if name in TRANSFORMERS else strategies_real)(name, args.out, args, console)
         except Exception as error:  # one model failing is reported, the others go on
             console.print(f"{name}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
 

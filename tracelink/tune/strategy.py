@@ -3,7 +3,8 @@ before any tile config (``tracelink tune`` runs this first, then tunes tiles on 
 
 The space (:data:`OPTIONS`, each flag verified by compiling with IREE 3.13.0): convolutions through
 im2col + matmul, channels-last convolution layout, data tiling, ukernels, data tiling extended to
-convolutions, transpose propagation through convolutions. Each candidate is
+convolutions, transpose propagation through convolutions, attention decomposed into matmuls and a
+softmax (only where the program has attention). Each candidate is
 
 1. compiled (the profiled build's flags, without its dumps, plus the candidate's);
 2. checked: its outputs on the profiled inputs against the default build's (:func:`outputs_agree`);
@@ -41,9 +42,10 @@ keeps what was measured and ``--resume`` continues): ``PROFILE/tune/strategies.j
 
 ``per_line`` comes from profiling each faster strategy and diffing it against the base profile by
 source location (:func:`tracelink.tune.diff.diff_profiles`, which matches ops across fusion changes,
-both programs run again alternately): one row per source line and op kind that takes time in both
-builds; base_ns and strategy_ns are medians over the rounds, ratio is diff's speedup (the geometric
-mean of the per-round ratios base/strategy, > 1: the strategy made the line faster).
+both programs run again alternately): one row per model line (library frames folded into the model
+line calling them, as the summary ranks lines) and op kind that takes time in both builds; base_ns and
+strategy_ns add up the medians over the rounds of the line's ops, ratio is base_ns / strategy_ns
+(> 1: the strategy made the line faster).
 """
 
 from __future__ import annotations
@@ -64,8 +66,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracelink import TracelinkError
+from tracelink.aggregate import op_line_shares
 from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
+from tracelink.frames import LIBRARY_FRAMES
 from tracelink.profile_dir import Profile
 from tracelink.tools import run_checked, tool_path
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, PER_OP_LAYOUT, Rewrite, compose, input_program, source_lines
@@ -108,7 +112,15 @@ OPTIONS: tuple[Option, ...] = (
     # transposes (e.g. of channels-last) propagated through convolutions and into named ops
     Option("transposes", ("--iree-global-opt-propagate-transposes-through-conv", "--iree-opt-aggressively-propagate-transposes"),
            role="layout"),
+    # attention (iree_linalg_ext.attention) as its online form decomposed into matmuls, max, exp2, sums and a
+    # scale, before global optimization, so data tiling reaches its matmuls: on a ViT (384 wide, 6 layers,
+    # 197 tokens) 1.8x alone, 8.9x with data tiling, where IREE's attention dispatch runs one query row
+    # at a time (docs/reference/tuning.md). Searched only where the program has attention.
+    Option("decompose-attention", passes=("iree-linalg-ext-convert-attention-to-online-attention", "iree-linalg-ext-decompose-attention",
+                                          "canonicalize", "cse"), role="layout"),
 )
+# Options that act on one kind of op only: searched where a dispatch of the profile has that root op.
+ROOT_OP_OF = {"decompose-attention": "iree_linalg_ext.attention"}
 
 
 def combine(options: list[Option]) -> Option:
@@ -292,7 +304,9 @@ class StrategySearch:
         self.path = strategies_path(profile)
         earlier = read_strategies(self.path) if resume else None
         self.earlier = {entry["name"]: entry for entry in (earlier or {}).get("strategies", [])}
-        chosen = [option for option in OPTIONS if not options.only or option.name in options.only]
+        roots = set(profile.call_sites["root_op"].dropna()) if "root_op" in profile.call_sites else set()
+        chosen = [option for option in OPTIONS if (not options.only or option.name in options.only)
+                  and (option.name not in ROOT_OP_OF or ROOT_OP_OF[option.name] in roots)]
         singles = [*chosen, *(Option(name, tuple(flags)) for name, flags in options.extra.items())]
         self.result = SearchResult([Candidate(option) for option in singles], None,
                                    [f for f in self.flags if not f.startswith(DUMP_FLAG_PREFIXES)])
@@ -584,27 +598,39 @@ def _directory_name(name: str) -> str:
 
 
 def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> list[dict]:
-    """The per-line rows of one strategy: its profile diffed against the base by source location, one
-    row per (file, line, op kind) that takes time in either build."""
+    """The per-line rows of one strategy: its profile diffed against the base by source op, one row per
+    model line (the line the summary ranks an op's time under: library frames fold into the model line
+    calling them) and op kind that takes time in both builds. The ops of one line (a 6-layer model's six
+    attention ops, all called from one line) add up; the row's ratio is their base time over their time
+    in the strategy's build, each a median over the alternating rounds."""
     frame = diff_profiles(base.directory, strategy_dir, rounds=rounds)
-    kinds = base.source_ops.drop_duplicates(["label"]).set_index("label")["op_kinds"] \
-        if "op_kinds" in base.source_ops.columns else None
-    rows = []
+    ops = base.source_ops.drop_duplicates(["label"]).set_index("label")
+    kinds = ops["op_kinds"] if "op_kinds" in ops.columns else None
+    line_of = model_lines(base)
+    totals: dict[tuple[str, int, str], list[float]] = {}
     for row in frame.itertuples():
         if not isinstance(row.file, str) or not row.file or pd.isna(row.line):
             continue
         if not (row.base_ns > 0 and row.tuned_ns > 0):
             continue
         kind = kinds.get(row.label, "") if kinds is not None else ""
-        # the ratio is diff's speedup, the geometric mean of the per-round ratios (a round's load hits both
-        # builds), not the ratio of the two medians; with one round they are the same
-        ratio = float(row.speedup) if np.isfinite(row.speedup) else float(row.base_ns / row.tuned_ns)
-        rows.append({"file": row.file, "line": int(row.line), "op_kind": str(kind) if isinstance(kind, str) else "",
-                     "strategy": name, "base_ns": float(row.base_ns), "strategy_ns": float(row.tuned_ns), "ratio": ratio})
-    return rows
+        op = ops["op"].get(row.label) if "op" in ops.columns else None
+        file, line = line_of.get(op, (row.file, int(row.line)))
+        pair = totals.setdefault((file, line, str(kind) if isinstance(kind, str) else ""), [0.0, 0.0])
+        pair[0] += float(row.base_ns)
+        pair[1] += float(row.tuned_ns)
+    return [{"file": file, "line": line, "op_kind": kind, "strategy": name, "base_ns": base_ns, "strategy_ns": tuned_ns,
+             "ratio": base_ns / tuned_ns} for (file, line, kind), (base_ns, tuned_ns) in totals.items()]
 
 
-ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, directory, program) -> the directory
+def model_lines(profile: Profile) -> dict[str, tuple[str, int]]:
+    """Each source op's model line: the line holding most of its user self time (:func:`op_line_shares`)."""
+    rules = tuple(profile.summary.get("library_frames") or LIBRARY_FRAMES)
+    shares = op_line_shares(profile.graph, rules)
+    if shares.empty:
+        return {}
+    held = shares.sort_values("user_self", ascending=False, kind="stable").drop_duplicates("op")
+    return {row.op: (row.file, int(row.line)) for row in held.itertuples() if row.user_self > 0}
 
 
 def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
