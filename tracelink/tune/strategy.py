@@ -633,6 +633,9 @@ def model_lines(profile: Profile) -> dict[str, tuple[str, int]]:
     return {row.op: (row.file, int(row.line)) for row in held.itertuples() if row.user_self > 0}
 
 
+ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, directory, program) -> the directory
+
+
 def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
                       compile_timeout: float, resume: bool, profile_build: ProfileBuild | None) -> SearchResult:
     """The whole strategy search, then the per-line table of the faster strategies (profiled with
