@@ -50,7 +50,7 @@ from tests.conftest import OUTPUT, WORKLOADS, run_profile
 from tests.test_fuzz import PROFILE_FILES, mlir_string, small_capture_stream
 from tests.test_safety import program
 from tests import tracy_synth
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.hook import read_hook_file, read_hook_records
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container

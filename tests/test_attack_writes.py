@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from tests.test_safety import disk_bytes, small_disk
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.cli import main
 
 CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")

@@ -83,7 +83,7 @@ def test_run_failure_and_timeout_keep_artifacts(tmp_path):
 
 
 def test_not_a_profile_directory(tmp_path):
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.profile_dir import load_profile
 
     with pytest.raises(TracelinkError, match="not a profile directory"):
@@ -93,7 +93,7 @@ def test_not_a_profile_directory(tmp_path):
 def test_a_tool_failure_whose_message_is_not_utf8_is_one_line():
     """iree-compile's diagnostics can print an imported ONNX model's raw attribute bytes: the failure is
     still one line naming the file, not a decoding traceback."""
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.tools import run_checked
 
     with pytest.raises(TracelinkError) as failed:
@@ -116,7 +116,7 @@ def test_a_variants_compile_log_runs_again_as_a_shell_reads_it(tmp_path):
     """compile.log's first line is the command, quoted: a pipeline flag's parentheses survive a shell."""
     import shlex
 
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.compile.targets import TARGET_FLAGS
     from tracelink.tune.spec import compile_variant
 

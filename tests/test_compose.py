@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, input_program, source_lines

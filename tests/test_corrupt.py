@@ -104,7 +104,7 @@ def test_a_trials_table_cut_mid_row_resumes_without_the_partial_row(tmp_path):
     log = TrialLog(path, resume=True)
     assert len(log.previous) == 2 and path.read_text().endswith("\n")
     path.write_text("a,b\n1,2\n")
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
 
     with pytest.raises(TracelinkError, match="not a trials table"):
         TrialLog(path, resume=True)

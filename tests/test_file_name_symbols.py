@@ -11,7 +11,7 @@ from iree.compiler import ir
 
 from tests.conftest import REPO, run_profile
 from tests.test_bad_input import TRACELINK, error_line
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile.program_text import check_program_text
 
 BERT_STYLE = REPO / "tests" / "data" / "bert_style_globals.mlir"

@@ -20,7 +20,7 @@ from rich.console import Console
 import tracelink
 from tests.conftest import run_profile
 from tests.test_bad_input import error_line, run_cli
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile.frontends import load_entry
 from tracelink.compile.frontends.extras import EXTRAS, require
 from tracelink.profile_dir import Profile, load_profile

@@ -19,7 +19,7 @@ from lxml import etree
 from tests import tracy_synth
 from tests.conftest import run_profile
 from tests.test_safety import program
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.hook import read_hook_records
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect import hook_command
 from tracelink.collect.events import match_call_sites
 from tracelink.collect.hook import (

@@ -188,7 +188,7 @@ def test_damaged_npy_inputs_and_unwritable_outputs_are_one_line(tmp_path):
 
 
 def test_a_crashing_tool_is_reported_as_a_crash_with_its_log(tmp_path):
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.tools import ToolRun
 
     run = ToolRun(["sh", "-c", "echo banner; kill -SEGV $$"], tmp_path / "run.log", "iree-benchmark-module on app.vmfb")
@@ -278,7 +278,7 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
     line = error_line(run_cli("tune", str(elsewhere_profile), "--trials", "1", "-o", str(mine)))
     assert "notes.mlir: exists and was not written by tracelink" in line
     assert mine.read_text() == "my own notes\n"
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.outdir import refuse_foreign_file
     from tracelink.tune.spec import SPEC_HEADER
 
@@ -290,7 +290,7 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
 
 
 def test_a_profile_written_before_the_marker_is_replaced_without_force(elsewhere_profile, tmp_path):
-    from tracelink import TracelinkError
+    from tracelink.errors import TracelinkError
     from tracelink.outdir import MARKER, claim_output
 
     older = tmp_path / "older"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.capture import capture_tracy, tracy_tools
 from tracelink.collect.tracy.views import dispatch_zones, rebuild_executions

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import tracy_synth
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.events import EVENT_SCHEMA
 from tracelink.collect.tracy import TracyCapture, TracyFormatError, read_capture
 from tracelink import ingest_command as command

@@ -24,7 +24,7 @@ from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
 from tests.test_json_output import validated
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile
 from tracelink.report.html import render_report

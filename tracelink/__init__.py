@@ -13,11 +13,10 @@ if TYPE_CHECKING:
 
     from tracelink.profile_dir import Profile
 
+from tracelink.errors import TracelinkError  # the package's error, for users: `except tracelink.TracelinkError`
+
 __version__ = "0.1.0"
-
-
-class TracelinkError(Exception):
-    """A problem with the user's input or environment, reported as one clear line."""
+__all__ = ["TracelinkError", "__version__", "profile"]
 
 
 def profile(fn_or_module: Any, *example_args: Any, out: str | Path = "out", console: Console | None = None, **options: Any) -> Profile:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 
 # Every temporary ends so; an interrupted run's leftovers are recognised by it and nothing else.
 TEMPORARY_SUFFIX = ".tracelink.tmp"
@@ -64,7 +64,7 @@ def write_atomic(path: Path, write: Callable[[Path], object], mode: int = 0o666)
         write(temporary)
         os.replace(temporary, path)
     except OSError as error:  # pyarrow's write errors name no file at all
-        reason = error.strerror or str(error).splitlines()[0]
+        reason = error.strerror or first_line(error)
         raise TracelinkError(f"{path}: cannot write ({reason}); the earlier files in {path.parent} are kept") from None
     finally:
         if temporary is not None:

@@ -14,7 +14,8 @@ import sys
 
 from rich.text import Text
 
-from tracelink import TracelinkError, __version__
+from tracelink import __version__
+from tracelink.errors import TracelinkError
 from tracelink.textsafe import TerminalConsole
 
 # command -> (module defining ``register``, one line for the command list). Only the module of the

@@ -11,7 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.outdir import locked, refuse_foreign_file
 from tracelink.tune.diff import DEFAULT_ROUNDS
 

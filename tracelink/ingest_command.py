@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import copy_atomic, make_directory, write_atomic
 from tracelink.collect.tracy.decoder import TracyCapture, read_capture
 from tracelink.collect.tracy.views import rebuild_executions

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 
 
 def parse_file(path: Path, context: ir.Context) -> ir.Module:
@@ -19,7 +19,7 @@ def parse_file(path: Path, context: ir.Context) -> ir.Module:
         return ir.Module.parseFile(str(path), context)
     except ir.MLIRError as error:
         diagnostics = getattr(error, "error_diagnostics", [])
-        detail = "; ".join(f"{d.location}: {d.message}" for d in diagnostics[:2]) or str(error).splitlines()[0]
+        detail = "; ".join(f"{d.location}: {d.message}" for d in diagnostics[:2]) or first_line(error)
         raise TracelinkError(f"{path}: MLIR parse error: {detail}") from error
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile import CompileOptions, PendingCompile, write_manifest
 from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
 from tracelink.compile.onnx_import import import_onnx, is_onnx

@@ -11,7 +11,7 @@ import networkx as nx
 import pandas as pd
 from pyarrow import ArrowException
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.aggregate.advice import Strategies, advise, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
@@ -156,7 +156,7 @@ def read_frame(path: Path, convert: Callable[[pd.DataFrame], pd.DataFrame] = lam
     try:
         return convert(pd.read_parquet(path))
     except (OSError, ValueError, TypeError, KeyError, ArrowException) as error:
-        raise TracelinkError(f"{path}: unreadable or corrupt table ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+        raise TracelinkError(f"{path}: unreadable or corrupt table ({type(error).__name__}: {first_line(error)})") from None
 
 
 def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -170,7 +170,7 @@ def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
                 raise TracelinkError(f"{path}: truncated (the last row is incomplete)")
         frame = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values=[""])
     except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise TracelinkError(f"{path}: unreadable or corrupt CSV ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+        raise TracelinkError(f"{path}: unreadable or corrupt CSV ({first_line(error)})") from None
     missing = [column for column in required if column not in frame]
     if missing:
         raise TracelinkError(f"{path}: corrupt (missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)})")

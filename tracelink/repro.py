@@ -13,7 +13,7 @@ import re
 import shlex
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.aggregate import attribution
 from tracelink.atomic import copy_atomic, make_directory, write_text_atomic
 from tracelink.compile.targets import target_flags

@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 from iree.compiler import version as compiler_package
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import open_for_writing
 
 

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.outdir import locked, refuse_foreign_file
 
 if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning

@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
-from tracelink import TracelinkError  # noqa: E402
+from tracelink.errors import TracelinkError  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 from tracelink.tune.config import load_config  # noqa: E402

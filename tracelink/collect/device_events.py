@@ -27,7 +27,7 @@ from statistics import median
 
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
 
 # Vulkan's HAL profiler supports these families (host-execution and command-region events are CPU-only).

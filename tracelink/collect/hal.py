@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
 from tracelink.collect.hal_losses import submission_iterations
 from tracelink.tools import ToolRun, tool_path

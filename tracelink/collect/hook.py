@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.collect.events import make_events
 from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 
 MAX_BUCKETS = 36
 BUCKET_LABELS = "0123456789abcdefghijklmnopqrstuvwxyz"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.ir_utils import new_context, parse_file, static_shape
 from tracelink.provenance.regions import code_blocks
@@ -128,7 +128,7 @@ def described_type(value: str) -> tuple[tuple[int, ...], str] | None:
         try:  # mapped, not read: the header and the file size are checked, the data stays on disk
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, EOFError) as error:
-            raise TracelinkError(f"{path}: not a valid .npy file ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+            raise TracelinkError(f"{path}: not a valid .npy file ({first_line(error)})") from None
         element = next((name for name, dtype in NUMPY_DTYPES.items() if np.dtype(dtype) == array.dtype and not name.startswith("si")), str(array.dtype))
         return tuple(array.shape), element
     if "=" in value or "x" in value:

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, write_text_atomic
 
 if TYPE_CHECKING:  # onnx loads only when a model is imported: `tracelink profile` starts the compiler first
@@ -62,12 +62,6 @@ def upgraded(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except (onnx.version_converter.ConvertError, onnx.shape_inference.InferenceError, RuntimeError, ValueError) as error:
         raise TracelinkError(f"{path}: cannot upgrade to opset {MIN_OPSET} or infer shapes ({first_line(error)})") from None
-
-
-def first_line(error: BaseException) -> str:
-    """An exception's first line of text, or its type's name."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def drop_initializer_inputs(model: onnx.ModelProto) -> None:

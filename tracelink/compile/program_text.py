@@ -22,7 +22,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.ir_utils import new_context, parse_file
 
 BYTECODE_MAGIC = b"ML\xefR"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 
 
 @dataclass(frozen=True)

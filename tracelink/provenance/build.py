@@ -7,7 +7,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.provenance.call_sites import CallSite, host_location_frames, read_call_sites
 from tracelink.provenance.executables import ExportInfo, read_exports
 from tracelink.provenance.graph import build_graph

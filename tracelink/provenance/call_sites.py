@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.ir_utils import attr, int_constant, symbol_name, symbol_ref_leaf, top_level, walk
 from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.regions import code_blocks

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.arguments import add_source_arguments
 from tracelink.outdir import REPORT_HEADER, locked, refuse_foreign_file
 from tracelink.profile_dir import load_profile

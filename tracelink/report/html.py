@@ -22,7 +22,8 @@ import numpy as np
 from lxml import etree
 from lxml import html as lxml_html
 
-from tracelink import TracelinkError, __version__
+from tracelink import __version__
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.device_time import device_time_parts

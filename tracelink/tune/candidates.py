@@ -13,7 +13,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.ir_utils import walk
 from tracelink.tune.dispatch import config_text, describe, is_root
@@ -48,7 +48,7 @@ def materialize(benchmark: Path, fields: dict[str, list[int]] | None, output: Pa
     try:
         module = ir.Module.parseFile(str(benchmark), context)
     except ir.MLIRError as error:
-        raise TracelinkError(f"{benchmark}: MLIR parse error: {str(error).splitlines()[0]}") from error
+        raise TracelinkError(f"{benchmark}: MLIR parse error: {first_line(error)}") from error
     add_run_function(module, Path(benchmark))
     if fields is not None:
         set_root_config(module, fields)

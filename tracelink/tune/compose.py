@@ -38,7 +38,7 @@ from pathlib import Path
 
 from iree.compiler import ir, passmanager
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.provenance.locations import positions_of
@@ -110,7 +110,7 @@ def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], 
         try:
             module.operation.verify()
         except ir.MLIRError as error:
-            raise TracelinkError(f"{source}: the per-op rewrite does not verify: {str(error).splitlines()[0]}") from None
+            raise TracelinkError(f"{source}: the per-op rewrite does not verify: {first_line(error)}") from None
         make_directory(output.parent, inside)
         write_text_atomic(output, module.operation.get_asm(enable_debug_info=True))
     return Composition(output, rewritten, len(convolutions))

@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.tune.measure import MeasureOptions
 from tracelink.tune.space import SpaceOptions
 from tracelink.tune.strategy import OPTIONS, StrategyOptions

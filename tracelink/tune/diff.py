@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_atomic, write_text_atomic
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.profile_dir import Profile, load_profile

@@ -16,7 +16,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.ir_utils import walk
 
 # Lowering-config fields the tuner searches; any other field of the default is kept as it is.
@@ -336,7 +336,7 @@ def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatc
     try:
         module = ir.Module.parseFile(str(benchmark), context)
     except ir.MLIRError as error:
-        raise TracelinkError(f"{benchmark}: MLIR parse error: {str(error).splitlines()[0]}") from error
+        raise TracelinkError(f"{benchmark}: MLIR parse error: {first_line(error)}") from error
     return describe(module, benchmark)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.collect.inputs import save_npy
 from tracelink.tune.dispatch import ELEMENT_TYPES, Binding, Dispatch

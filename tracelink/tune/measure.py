@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracelink.collect.hal import benchmark_times_ns
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.tools import run_tool, stop_on_sigterm, tool_path
 from tracelink.tune import harness

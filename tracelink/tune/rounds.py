@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.hal import benchmark_times_ns
 from tracelink.tools import run_checked, tool_path
 from tracelink.collect.machine import machine_cores

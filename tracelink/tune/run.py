@@ -20,7 +20,7 @@ from iree.compiler import ir
 from rich.console import Console
 from rich.markup import escape
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.profile_dir import Profile
 from tracelink.atomic import make_directory, open_for_writing, write_atomic, write_text_atomic
 from tracelink.tune.config import TuneConfig
@@ -177,7 +177,7 @@ def read_trials(path: Path) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise TracelinkError(f"{path}: corrupt trials table ({str(error).splitlines()[0] if str(error) else type(error).__name__}); move it away to start afresh") from None
+        raise TracelinkError(f"{path}: corrupt trials table ({first_line(error)}); move it away to start afresh") from None
     if list(frame.columns) != TRIAL_COLUMNS:
         raise TracelinkError(f"{path}: not a trials table of this tracelink (columns differ); move it away to start afresh")
     return frame

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.run import Outcome, one_line, tune_profile

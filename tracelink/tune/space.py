@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.machine import cache_size, machine_cores
 from tracelink.tune.dispatch import Dispatch, element_bytes
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.tools import compiler_failure, run_tool, tool_path
 from tracelink.ir_utils import walk
@@ -145,7 +145,7 @@ def write_spec(choices: list[Choice], path: Path) -> Path:
     try:
         ir.Module.parse(text, ir.Context())
     except ir.MLIRError as error:
-        raise TracelinkError(f"{path}: generated tuning spec is invalid: {str(error).splitlines()[0]}") from error
+        raise TracelinkError(f"{path}: generated tuning spec is invalid: {first_line(error)}") from error
     make_directory(path.parent)
     return write_text_atomic(path, text)
 

@@ -65,7 +65,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.aggregate import op_line_shares
 from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
@@ -413,14 +413,14 @@ class StrategySearch:
             vmfb = compile_variant(candidate.program or self.program, self.flags, option_flags(candidate.option),
                                    directory, self.timeout, candidate.name)
         except TracelinkError as error:
-            candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+            candidate.status, candidate.reason = "compile failed", first_line(error)
             return
         reference = self._reference()
         try:
             outputs = run_outputs(vmfb, self.function, self.inputs, self.parameters, len(reference),
                                   directory / "outputs", 600.0)
         except TracelinkError as error:
-            candidate.status, candidate.reason = "wrong outputs", f"the build does not run: {str(error).splitlines()[0]}"
+            candidate.status, candidate.reason = "wrong outputs", f"the build does not run: {first_line(error)}"
             return
         agree, why = outputs_agree(reference, outputs, self.options.tolerance)
         candidate.reason = why
@@ -463,7 +463,7 @@ class StrategySearch:
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
         except TracelinkError as error:
             for candidate in candidates:
-                candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+                candidate.status, candidate.reason = "compile failed", first_line(error)
             self.save()
             return candidates
         built: list[tuple[Candidate, str]] = []
@@ -476,7 +476,7 @@ class StrategySearch:
                 composition = compose(source, own / "program.mlir", lambda op: bool(source_lines(op) & lines), rewrite,
                                       self.profile.directory)
             except TracelinkError as error:
-                candidate.status, candidate.reason = "compile failed", str(error).splitlines()[0]
+                candidate.status, candidate.reason = "compile failed", first_line(error)
                 continue
             if not composition.rewritten:  # no convolution on those lines: the host's own program
                 self.result.candidates.remove(candidate)
@@ -679,7 +679,7 @@ def _profile_strategy(profile: Profile, result: SearchResult, candidate: Candida
             profile_build(option_flags(candidate.option), directory, candidate.program)
             result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
     except TracelinkError as error:  # one strategy's profile failing leaves it out of the table, the rest go on
-        console.print(f"no per-line table for {candidate.name}: {str(error).splitlines()[0]}", markup=False)
+        console.print(f"no per-line table for {candidate.name}: {first_line(error)}", markup=False)
         return
     result.profiles[candidate.name] = directory
     write_strategies(result, strategies_path(profile))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.tune.model import CostModel, TransferModel
 from tracelink.tune.space import TileSpace
 

@@ -34,6 +34,7 @@ from tracelink.atomic import write_text_atomic
 from tracelink.collect.machine.host import cache_dir, cache_size, cpu_model, machine_cores, report_damaged_cache
 from tracelink.collect.machine.probes import blas_gflops_per_core, iree_gflops_per_core, stream_bandwidth
 from tracelink.tools import compiler_version
+from tracelink.errors import first_line
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def read_machine_cache(path: Path) -> dict:
     try:
         cached = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError) as error:  # cut short, not UTF-8, not JSON
-        report_damaged_cache(path, f"unreadable ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+        report_damaged_cache(path, f"unreadable ({type(error).__name__}: {first_line(error)})")
         return {}
     if not isinstance(cached, dict):
         report_damaged_cache(path, "not a JSON object")

@@ -22,7 +22,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.hal import benchmark_command, export_bundle, read_records, start_hal_profile
 from tracelink.collect.machine import Machine
 from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores

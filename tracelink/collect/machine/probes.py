@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tracelink.collect.hal import benchmark_times_ns
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2

@@ -20,7 +20,7 @@ from pathlib import Path
 import lz4.block
 import zstandard
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 
 MAGIC = b"tr\xfdP"
 LEGACY_MAGICS: dict[bytes, str] = {b"tlZ\x04": "lz4", b"tZst": "zstd"}

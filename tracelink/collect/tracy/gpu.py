@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
 from tracelink.collect.tracy.decoder import TracyCapture
 from tracelink.collect.tracy.views import INVOKE_ZONE, Rebuilt, _window_of, _windows

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.compile.frontends.extras import EXTRAS
-from tracelink.compile.onnx_import import first_line
+from tracelink.errors import first_line
 from tracelink.frames import LIBRARY_FRAMES
 
 if TYPE_CHECKING:

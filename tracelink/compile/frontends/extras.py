@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 
 # A framework a model may import -> the extra that installs it (`pip install 'tracelink[jax]'`).
 EXTRAS = {"jax": "jax", "jaxlib": "jax", "flax": "jax", "torch": "torch"}

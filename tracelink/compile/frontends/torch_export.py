@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracelink import TracelinkError
+from tracelink.errors import TracelinkError
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
 from tracelink.compile.frontends.torch_parameters import ParameterArchive
-from tracelink.compile.onnx_import import first_line
+from tracelink.errors import first_line
 from tracelink.frames import LIBRARY_FRAMES, user_frame
 
 if TYPE_CHECKING:

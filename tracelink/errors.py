@@ -1,0 +1,23 @@
+"""The error every stage raises for a problem with the user's input or environment, and how one reads.
+
+Below every stage and the package root: any module imports it without importing anything else of
+tracelink's.
+"""
+
+from __future__ import annotations
+
+
+class TracelinkError(Exception):
+    """A problem with the user's input or environment, reported as one clear line."""
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's first line of text, or its type's name when it has no text.
+
+    >>> first_line(ValueError("bad shape\\nmore detail"))
+    'bad shape'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
