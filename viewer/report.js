@@ -568,6 +568,15 @@
     flameZoom(frame);
   }
 
+  // Memory: a click on a dispatch of the live-bytes chart says what is live there, by line (its title).
+  function showLive(rect) {
+    var title = rect.querySelector('title'), shown = document.getElementById('memory-at');
+    if (!title || !shown) { return; }
+    shown.textContent = title.textContent;
+    document.querySelectorAll('#memory-live rect.on').forEach(function (r) { r.classList.remove('on'); });
+    rect.classList.add('on');
+  }
+
   // Events --------------------------------------------------------------------------------------
   // Cells of the dispatch table carry no title where it would repeat their text: a cut one gets it on hover.
   document.addEventListener('mouseover', function (event) {
@@ -579,6 +588,7 @@
     if (!(target instanceof Element)) { return; }
     var found;
     if ((found = target.closest('#panel-close'))) { closeDrill(); return; }
+    if ((found = target.closest('#memory-live rect[data-position]'))) { showLive(found); return; }
     if ((found = target.closest('#flame-svg g.fr'))) { flameClick(found); return; }
     if ((found = target.closest('a.chip[data-cs], rect.d[data-cs], circle.rf[data-cs]'))) {
       event.preventDefault(); openDrill(found.getAttribute('data-cs')); return;

@@ -260,8 +260,10 @@ def memory_view(parent, model: ReportModel) -> None:
         lines = held[position] if position < len(held) else []
         labels[position] = f" · call site {index}, {short_export(sites[index]['export'])}" + "".join(
             f"\n{names.get(file, file)}:{line} {size(value)}" if file else f"\n(no line) {size(value)}" for file, line, value in lines)
-    figure = el(parent, "div", class_="strip-wrap")
+    figure = el(parent, "div", class_="strip-wrap", id="memory-live")
     figure.append(live_bytes(memory["timeline_bytes"], memory["peak_dispatch"], labels))
+    if labels:
+        el(parent, "p", class_="note pre", id="memory-at", text="Click a dispatch in the chart to see what is live there, by line.")
     lines = model.profile.memory_lines
     if lines is None or lines.empty:
         return
