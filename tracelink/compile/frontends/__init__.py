@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracelink.errors import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.compile.frontends.extras import EXTRAS
-from tracelink.errors import first_line
 from tracelink.frames import LIBRARY_FRAMES
 
 if TYPE_CHECKING:

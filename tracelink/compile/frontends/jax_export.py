@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.errors import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
-from tracelink.errors import first_line
 
 
 def export_jax(fn: Callable, args: tuple, output: Path, origin: str) -> list[np.ndarray]:

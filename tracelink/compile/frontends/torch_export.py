@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracelink.errors import TracelinkError
+from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
 from tracelink.compile.frontends.torch_parameters import ParameterArchive
-from tracelink.errors import first_line
 from tracelink.frames import LIBRARY_FRAMES, user_frame
 
 if TYPE_CHECKING:
@@ -46,11 +45,11 @@ PARAMETERS_NAME = "parameters.irpa"
 KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 # Core ATen ops (the core table leaves them) that torch-mlir cannot convert: inference batch norm, as arithmetic.
 UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
-# One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
 # iree-compile's diagnostic for an op it cannot convert, at the op's innermost position, and the log named after it.
 UNLOWERED = re.compile(r"(?P<position>\S+:\d+:\d+): error: failed to legalize operation '(?P<op>[^']+)'.*\((?P<log>log: [^)]+)\)$", re.DOTALL)
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
 UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
+# One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
 
 
