@@ -101,7 +101,8 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
         if closing in text.lower():
             raise TracelinkError(f"{assets / name}: must not contain '{closing}'")
     summary = model.summary
-    program = Path(str(summary.get("program", "program")))
+    # the file the user gave (a model.py:make, an .onnx), as the printed summary names it
+    program = Path(str(summary.get("model") or summary.get("program", "program")))
     root = el(None, "html", lang="en")
     head = el(root, "head")
     el(head, "meta", charset="utf-8")
