@@ -241,6 +241,8 @@ def test_unlowered_op_names_the_op_and_the_model_line(tmp_path):
     assert "try --decompose erfinv" in line
     line = error_line(run_cli("profile", f"{model}:erfinv", "-o", str(tmp_path / "c"), "--decompose", "no_such_op"))
     assert "--decompose no_such_op: torch has no ATen op 'no_such_op'" in line
+    line = error_line(run_cli("profile", f"{model}:erfinv", "-o", str(tmp_path / "d"), "--decompose", "__class__"))
+    assert "--decompose __class__: torch has no ATen op '__class__'" in line
 
 
 def test_frame_rules_last_match_wins():

@@ -135,8 +135,8 @@ def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
         table.pop(op)
     in_core_table = {aten_name(op) for op in table.keys()} | set(KEPT_OPS)
     for name in decompose:
-        packet = getattr(torch.ops.aten, name, None)
-        if packet is None:
+        packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
+        if not isinstance(packet, torch._ops.OpOverloadPacket):  # not an op: '', 'a b', '__class__', ...
             raise TracelinkError(f"{origin}: --decompose {name}: torch has no ATen op '{name}'")
         extra = get_decompositions([packet])
         if not extra and name not in in_core_table:
@@ -185,8 +185,8 @@ def unlowered_op_error(error: TracelinkError, origins: dict[str, tuple[str, str]
     if failed is None or failed["position"] not in origins:
         return error
     name, line = origins[failed["position"]]
-    packet = getattr(torch.ops.aten, name, None)
-    if name in KEPT_OPS or (packet is not None and get_decompositions([packet])):
+    packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
+    if name in KEPT_OPS or (isinstance(packet, torch._ops.OpOverloadPacket) and get_decompositions([packet])):
         hint = f"torch has a decomposition of it: try --decompose {name}"
     else:
         hint = f"torch has no decomposition of it: write {line} with other ops"
