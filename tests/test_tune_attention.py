@@ -11,39 +11,20 @@ build on a 197-token ViT against IREE's default and the eager-attention export.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
+from tests.vit_model import vit_source
 from tracelink.profile_dir import load_profile
 from tracelink.tune.strategy import Budget, StrategyOptions, StrategySearch, option_flags, per_line_rows
 from tracelink.tune_command import _profile_builder
 
 pytest.importorskip("transformers")
 
-VIT = textwrap.dedent('''
-    import torch
-    import transformers as T
-
-
-    class Encoder(torch.nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, pixels):
-            return self.model(pixel_values=pixels).last_hidden_state
-
-
-    def make():
-        torch.manual_seed(0)
-        config = T.ViTConfig(hidden_size=192, num_attention_heads=3, num_hidden_layers=3, intermediate_size=768,
-                             image_size=160, patch_size=16)
-        return Encoder(T.ViTModel(config, add_pooling_layer=False).eval()), (torch.randn(1, 3, 160, 160),)
-''')
+VIT = vit_source(hidden=192, heads=3, layers=3, image=160)  # 101 tokens
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
+from tests.vit_model import vit_source  # noqa: E402
 from tracelink.errors import TracelinkError  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
@@ -291,37 +292,10 @@ REAL_MODELS = {  # name: (light model, the speedup over IREE's default that tune
 }
 
 
-# A ViT as `transformers` defines it (SDPA attention), 384 wide, 6 heads, 6 layers, 197 tokens; random
-# weights from a seeded config. `make()` is the model users bring, `eager()` the same weights with
-# matmul-softmax-matmul attention, the anchor: the speed a hand-written attention gets from IREE.
-VIT = """
-import torch
-import transformers as T
-
-
-class Encoder(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixels):
-        return self.model(pixel_values=pixels).last_hidden_state
-
-
-def vit(attention):
-    torch.manual_seed(0)
-    config = T.ViTConfig(hidden_size=384, num_attention_heads=6, num_hidden_layers=6, intermediate_size=1536,
-                         image_size=224, patch_size=16, attn_implementation=attention)
-    return Encoder(T.ViTModel(config, add_pooling_layer=False).eval()), (torch.randn(1, 3, 224, 224),)
-
-
-def make():
-    return vit("sdpa")
-
-
-def eager():
-    return vit("eager")
-"""
+# A ViT as `transformers` defines it (SDPA attention), 384 wide, 6 heads, 6 layers, 197 tokens; its
+# `eager()` (the same weights, matmul-softmax-matmul attention) is the anchor: the speed a hand-written
+# attention gets from IREE.
+VIT = vit_source(hidden=384, heads=6, layers=6, image=224)
 TRANSFORMERS = {"vit": (VIT, 2.0)}  # name: (model file, the speedup over IREE's default tune's build must reach)
 
 
