@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
-from tests.test_report_browser import browser  # noqa: F401 (the fixture)
 from tracelink.cli import main
 from tracelink.diff_command import REGRESSION
 from tracelink.tools import tool_path
@@ -178,15 +177,3 @@ def test_gates_fail_a_slower_and_larger_build(profiles, capsys):
     # without the gates the same comparison is not a failure
     assert main(["diff", str(profiles["first"].directory), str(profiles["slow"].directory), "--rounds", "0"]) == 0
 
-
-def test_clicking_a_dispatch_of_the_chart_says_what_is_live_there(profiles, browser):  # noqa: F811
-    from tests.test_report_browser import Opened
-
-    profile = profiles["first"]
-    profile_report = profile.directory / "report.html"
-    opened = Opened(browser, profile_report)
-    opened.page.click('#memory-live rect[data-position="1"]')
-    shown = opened.eval("document.getElementById('memory-at').textContent")
-    assert shown.startswith("dispatch 1: 4.09 MiB live · call site 1") and "model.py:10 4 MiB" in shown
-    assert opened.eval("document.querySelectorAll('#memory-live rect.on').length") == 1
-    opened.check_clean()

@@ -240,3 +240,16 @@ def test_time_to_first_render(browser, convnet):
     assert timing["paint"] is not None and timing["paint"] < 2000
     opened.check_clean()
 
+
+
+def test_clicking_a_dispatch_of_the_memory_chart_says_what_is_live_there(browser, convnet):
+    profile, report = convnet
+    memory = profile.summary["memory"]
+    peak = memory["peak_dispatch"]
+    opened = Opened(browser, report)
+    opened.page.click(f'#memory-live rect[data-position="{peak}"]')  # the peak marker over it does not take the click
+    shown = opened.eval("document.getElementById('memory-at').textContent")
+    file, line, held = memory["timeline_holders"][peak][0]
+    assert shown.startswith(f"dispatch {peak}: ") and f"{Path(file).name}:{line}" in shown, shown
+    assert opened.eval("document.querySelectorAll('#memory-live rect.on').length") == 1
+    opened.check_clean()
