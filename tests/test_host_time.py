@@ -17,11 +17,14 @@ import pytest
 from tests.conftest import EXAMPLES, run_profile
 from tracelink.aggregate.host_time import call_spans, host_time
 from tracelink.collect.collectors import RunRequest, start_collection
-from tracelink.collect.hal import benchmark_command, benchmark_times_ns
+from tracelink.collect.hal import benchmark_command, benchmark_times_ns, wall_ns_per_call
 from tracelink.report.summary import host_time_text
 from tracelink.tune.diff import run_inputs
 
 ROUNDS = 4
+# Calls per run: a call's period is bimodal on local-task (1.8 ms or 2-4 ms longer for this program),
+# so the mean of 10 moved 0.76-1.0x between runs; of 40 it holds still
+CALLS = 40
 
 
 def chain_program(path: Path, links: int = 40) -> Path:
@@ -56,26 +59,34 @@ def test_host_time_dominates_a_chain_of_tiny_dispatches(tmp_path):
     assert "wall time per call" in report and "host time dominates" in report
 
 
-def wall_by_tracelink(vmfb: Path, function: str, inputs: list[str], exports: list[str], artifacts: Path) -> float:
-    """The HAL collector's run of the profile (1 warm-up + 10 calls), read as the profile reads it."""
+def walls_by_tracelink(vmfb: Path, function: str, inputs: list[str], exports: list[str], artifacts: Path) -> tuple[float, float]:
+    """The HAL collector's run (1 warm-up + CALLS calls): the wall time per call as the profile reads it from
+    the events, and as the benchmark tool timed the same calls (its mean, the warm-up among them)."""
     artifacts.mkdir()
-    collected = start_collection("hal", RunRequest(vmfb, function, inputs, [], 11, artifacts, 300.0)).finish(exports, 1)
-    return host_time(collected.events)["wall_ns_per_call"]
+    collected = start_collection("hal", RunRequest(vmfb, function, inputs, [], CALLS + 1, artifacts, 300.0)).finish(exports, 1)
+    return host_time(collected.events)["wall_ns_per_call"], wall_ns_per_call(artifacts)
 
 
 def wall_by_iree(vmfb: Path, function: str, inputs: list[str]) -> float:
-    command = benchmark_command(vmfb, function, inputs, [], 10) + ["--benchmark_repetitions=3", "--benchmark_format=json"]
+    """The bare benchmark tool, no profiler: the median of 3 repetitions of CALLS calls."""
+    command = benchmark_command(vmfb, function, inputs, [], CALLS) + ["--benchmark_repetitions=3", "--benchmark_format=json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     return statistics.median(benchmark_times_ns(done.stdout))
 
 
 def test_wall_time_per_call_agrees_with_iree_benchmark_module(tmp_path):
+    """Within one profiled run, the period the events give against the benchmark tool's own timer of the
+    same calls: within 15 %. Against the bare tool without the profiler, raced alternately: within 30 %,
+    as far as this 2-core VM lets two separate runs agree (three trials of 4 rounds here read 0.93, 1.23
+    and 0.98: the bare tool's own medians moved 1.9-2.8 ms between rounds)."""
     profile = run_profile(EXAMPLES / "matmul_heavy.mlir", tmp_path / "out", repetitions=10)
     vmfb, function, inputs = profile.artifacts / "app.vmfb", profile.summary["function"], run_inputs(profile)
     exports = list(profile.call_sites.sort_values("call_site")["export"])
-    ours, theirs = [], []
+    ours, same_run, bare = [], [], []
     for round_ in range(ROUNDS):  # alternately, so a busy moment of the machine hits both
-        ours.append(wall_by_tracelink(vmfb, function, inputs, exports, tmp_path / f"round{round_}"))
-        theirs.append(wall_by_iree(vmfb, function, inputs))
-    ratio = statistics.median(ours) / statistics.median(theirs)
-    assert 0.85 <= ratio <= 1.15, (ours, theirs)
+        period, timer = walls_by_tracelink(vmfb, function, inputs, exports, tmp_path / f"round{round_}")
+        ours.append(period)
+        same_run.append(timer)
+        bare.append(wall_by_iree(vmfb, function, inputs))
+    assert 0.85 <= statistics.median(o / s for o, s in zip(ours, same_run)) <= 1.15, (ours, same_run)
+    assert 0.7 <= statistics.median(ours) / statistics.median(bare) <= 1.3, (ours, bare)
