@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -41,8 +42,19 @@ def delete(path: Path) -> None:
     path.unlink()
 
 
+def edited(field: str, value: object) -> Callable[[Path], None]:
+    """profile.json with one recorded field replaced, as a hand edit or a hostile file would."""
+    def edit(path: Path) -> None:
+        summary = json.loads(path.read_text())
+        summary[field] = value
+        path.write_text(json.dumps(summary))
+    edit.__name__ = f"{field}_{type(value).__name__}"
+    return edit
+
+
 DAMAGE: dict[str, list[Callable[[Path], None]]] = {
-    "profile.json": [truncate, garbage, wrong_shape],
+    "profile.json": [truncate, garbage, wrong_shape, edited("host_time", {"wall_ns_per_call": "x"}),
+                     edited("host_time", "\x1b[31m"), edited("memory", "junk"), edited("memory", {"peak_bytes": 1, "split": []})],
     "provenance.json": [truncate, garbage, wrong_shape],
     "events.parquet": [truncate, garbage, delete],
     "call_sites.csv": [truncate, wrong_shape, text_in_numbers],

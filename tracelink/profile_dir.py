@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ TEXT_COLUMNS = ("root_ops", "producer_ops", "source_lines", "root_of", "producer
 NUMERIC_COLUMNS = ("call_site", "line", "col", "count", "share", "workgroup_count")
 NUMERIC_SUFFIXES = ("_ns",)
 SUMMARY_FIELDS = {"program": str, "function": str, "iterations": int, "coverage": dict}
+# host_time's figures the summary and the report compute with (absent or null: not measured)
+HOST_TIME_NUMBERS = ("wall_ns_per_call", "dispatch_busy_ns_per_call", "between_dispatches_ns_per_call",
+                     "outside_dispatches_ns_per_call", "host_share")
 OPTIONAL_FRAMES = ("workgroups", "zones")
 OPTIONAL_TABLES = ("memory_lines", "memory_components")  # profiles written before memory was recorded lack them
 
@@ -136,7 +140,32 @@ def read_summary(path: Path) -> dict:
     for key, kind in SUMMARY_FIELDS.items():
         if not isinstance(summary.get(key), kind):
             raise TracelinkError(f"{path}: corrupt ('{key}' missing or not a {kind.__name__})")
+    host = summary.get("host_time")
+    if host is not None and not (isinstance(host, dict) and all(is_number(host.get(key)) for key in HOST_TIME_NUMBERS)):
+        raise TracelinkError(f"{path}: corrupt ('host_time' is not an object of {', '.join(HOST_TIME_NUMBERS)})")
+    memory = summary.get("memory")
+    if memory is not None and not memory_well_formed(memory):
+        raise TracelinkError(f"{path}: corrupt ('memory' is not the memory record tracelink writes)")
     return summary
+
+
+def memory_well_formed(memory: object) -> bool:
+    """Whether ``memory`` has what the summary and the report read of it, of the types they read."""
+    if not isinstance(memory, dict) or not is_number(memory.get("peak_bytes")):
+        return False
+    byte_maps = [memory.get("split"), memory.get("resident_bytes")]
+    if not all(isinstance(m, dict) and all(is_number(v) for v in m.values()) for m in byte_maps):
+        return False
+    timeline, peak = memory.get("timeline_bytes"), memory.get("peak_dispatch")
+    top = memory.get("top")
+    return (isinstance(timeline, list) and all(is_number(v) for v in timeline)
+            and isinstance(peak, int) and not isinstance(peak, bool) and (not timeline or 0 <= peak < len(timeline))
+            and isinstance(top, list) and all(isinstance(row, dict) and is_number(row.get("bytes_at_peak")) for row in top))
+
+
+def is_number(value: object) -> bool:
+    """A finite JSON number (not a bool, a string or null)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def read_graph_file(path: Path) -> nx.DiGraph:
