@@ -166,6 +166,9 @@ def test_hottest_line_is_the_models_own_code(profiled, name):
     assert report_lines[0] == json_lines[0]
     assert set(report_lines) <= {(line["file"], line["line"]) for line in document["hottest_lines"]}
     assert f"modeling_{name}.py:{first['line']}" in done.stderr  # the summary printed (to stderr with --json)
+    # what holds the memory peak is named by the same lines: the model's, not torch's or transformers' helpers
+    held = profile.memory_lines[(profile.memory_lines["bytes_at_peak"] > 0) & (profile.memory_lines["file"].fillna("") != "")]
+    assert len(held) and not any(is_library(file) for file in held["file"]), list(held["file"])
     # the components and op kinds ride along in --json
     assert document["components"][0]["component"] == "model" and document["components"][0]["inclusive_share"] > 0.9
     assert any(kind["kind"].startswith("torch.aten.") for kind in document["op_kinds"])

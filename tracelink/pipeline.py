@@ -146,7 +146,7 @@ def run_profile(
                                                         options.timeout_s, options.compile.device))
     plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
     run_sites = [(site.index, site.export) for site in provenance.call_sites if site.phase == "run"]
-    memory, memory_lines, memory_components = memory_tables(capture, plan, provenance.graph, run_sites)
+    memory, memory_lines, memory_components = memory_tables(capture, plan, provenance.graph, run_sites, options.library_frames)
     stage("memory", started)
 
     started = time.perf_counter()

@@ -232,6 +232,16 @@ def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_F
     return pd.DataFrame(rows, columns=["op", "file", "line", "self", "user_self", "inclusive"])
 
 
+def user_lines(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> dict[str, tuple[str, int]]:
+    """Each source op's user line: the line holding most of its user self time (:func:`op_line_shares`), the
+    line the summary ranks its time under."""
+    shares = op_line_shares(graph, library_globs)
+    if shares.empty:
+        return {}
+    held = shares.sort_values("user_self", ascending=False, kind="stable").drop_duplicates("op")
+    return {row.op: (row.file, int(row.line)) for row in held.itertuples() if row.user_self > 0}
+
+
 def split_line(position: str) -> tuple[str, int]:
     """``file:line:col`` → (file, line)."""
     path, line, _ = position.rsplit(":", 2)

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import networkx as nx
 import pandas as pd
 
+from tracelink.aggregate import user_lines
 from tracelink.aggregate.components import component_of
 from tracelink.collect.memory import MemoryCapture
+from tracelink.frames import LIBRARY_FRAMES
 from tracelink.provenance.graph import ops_of_call_site
 from tracelink.provenance.memory_plan import StreamPlan
 
@@ -140,17 +142,21 @@ def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list) -> dict[st
     return split
 
 
-def dispatch_sources(graph: nx.DiGraph, call_sites: list[tuple[int, str]], plan: StreamPlan) -> list[list[dict]] | None:
-    """For each dispatch of the plan, its root source ops (label, name, file, line) from the provenance graph;
-    None when the plan's dispatches are not the call sites' (other exports, or another order), which would
-    credit bytes to the wrong lines."""
+def dispatch_sources(graph: nx.DiGraph, call_sites: list[tuple[int, str]], plan: StreamPlan,
+                     library_frames: tuple[str, ...] = LIBRARY_FRAMES) -> list[list[dict]] | None:
+    """For each dispatch of the plan, its root source ops (label, name, file, line) from the provenance graph,
+    each on its user line (library frames folded into the model line calling them, as the summary ranks
+    time); None when the plan's dispatches are not the call sites' (other exports, or another order),
+    which would credit bytes to the wrong lines."""
     if [export for _, export in call_sites] != [dispatch.export for dispatch in plan.dispatches]:
         return None
-    return [[graph.nodes[node] for node, role in ops_of_call_site(graph, index) if role == "root"] for index, _ in call_sites]
+    lines = user_lines(graph, library_frames)
+    return [[{**graph.nodes[node], **dict(zip(("file", "line"), lines.get(node, ())))}
+             for node, role in ops_of_call_site(graph, index) if role == "root"] for index, _ in call_sites]
 
 
-def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
-                  call_sites: list[tuple[int, str]]) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, call_sites: list[tuple[int, str]],
+                  library_frames: tuple[str, ...] = LIBRARY_FRAMES) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """(profile.json's ``memory``, memory_lines, memory_components) of one call.
 
     ``call_sites`` are the run-phase call sites (index, export) in execution order, one per dispatch of the plan.
@@ -158,7 +164,7 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph,
     peak_bytes, at_peak = capture.high_water()
     buffers = plan_buffers(plan)
     count = len(plan.dispatches)
-    sources = dispatch_sources(graph, call_sites, plan)
+    sources = dispatch_sources(graph, call_sites, plan, library_frames)
     makers = {id(buffer): buffer_sources(buffer, sources) for buffer in buffers}
     live = [live_shares(buffers, i) for i in range(count)]
     timeline = [sum(share for _, share in shares) for shares in live]

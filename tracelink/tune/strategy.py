@@ -66,7 +66,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate import op_line_shares
+from tracelink.aggregate import user_lines
 from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.frames import LIBRARY_FRAMES
@@ -624,13 +624,8 @@ def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> 
 
 
 def model_lines(profile: Profile) -> dict[str, tuple[str, int]]:
-    """Each source op's model line: the line holding most of its user self time (:func:`op_line_shares`)."""
-    rules = tuple(profile.summary.get("library_frames") or LIBRARY_FRAMES)
-    shares = op_line_shares(profile.graph, rules)
-    if shares.empty:
-        return {}
-    held = shares.sort_values("user_self", ascending=False, kind="stable").drop_duplicates("op")
-    return {row.op: (row.file, int(row.line)) for row in held.itertuples() if row.user_self > 0}
+    """Each source op's model line under the profile's own frame rules (:func:`user_lines`)."""
+    return user_lines(profile.graph, tuple(profile.summary.get("library_frames") or LIBRARY_FRAMES))
 
 
 ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, directory, program) -> the directory
