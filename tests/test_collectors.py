@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
-from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events
+from tracelink.iree_tools import benchmark_command
+from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 
 

@@ -17,7 +17,8 @@ from rich.console import Console
 from tests.chain_program import INPUTS, write_chain_program
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.events import drop_warmup
-from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events
+from tracelink.iree_tools import benchmark_command
+from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events
 from tracelink.collect.hal_losses import dropped_records
 from tracelink.compile import CompileOptions, compile_program
 from tracelink.pipeline import assemble_profile, publish_profile

@@ -17,7 +17,8 @@ import pytest
 from tests.conftest import EXAMPLES, run_profile
 from tracelink.aggregate.host_time import call_spans, host_time
 from tracelink.collect.collectors import RunRequest, start_collection
-from tracelink.collect.hal import benchmark_command, benchmark_times_ns, wall_ns_per_call
+from tracelink.iree_tools import benchmark_command, benchmark_times_ns
+from tracelink.collect.hal import wall_ns_per_call
 from tracelink.report.summary import host_time_text
 from tracelink.tune.diff import run_inputs
 

@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO))
 from tests.chain_program import INPUTS, write_chain_program  # noqa: E402
 from tracelink.aggregate import missing_events  # noqa: E402
 from tracelink.collect.events import drop_warmup  # noqa: E402
-from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events  # noqa: E402
+from tracelink.iree_tools import benchmark_command  # noqa: E402
+from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events  # noqa: E402
 from tracelink.collect.hal_losses import FLUSH_FLAGS  # noqa: E402
 from tracelink.compile import CompileOptions, compile_program  # noqa: E402
 from tracelink.provenance.build import build_provenance  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tracelink.collect.hal import benchmark_command  # noqa: E402
+from tracelink.iree_tools import benchmark_command  # noqa: E402
 from tracelink.compile import TARGET_FLAGS  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 

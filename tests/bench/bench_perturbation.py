@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.aggregate import median_interval_ranks  # noqa: E402
-from tracelink.collect.hal import PROFILING_MODES, benchmark_command, export_bundle, hal_events  # noqa: E402
+from tracelink.iree_tools import benchmark_command  # noqa: E402
+from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events  # noqa: E402
 
 ROUNDS = 11
 RUN_DISPATCH_NS = 3e8  # dispatch time per run: enough iterations that start-up effects average out

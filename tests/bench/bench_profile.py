@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
-from tracelink.collect.hal import benchmark_command  # noqa: E402
+from tracelink.iree_tools import benchmark_command  # noqa: E402
 from tracelink.compile import TARGET_FLAGS  # noqa: E402
 from tracelink.provenance.build import build_provenance  # noqa: E402
 from tracelink.provenance.program import read_input_program  # noqa: E402

@@ -17,7 +17,8 @@ import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_time_summary
-from tracelink.collect.hal import benchmark_command, export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
+from tracelink.iree_tools import benchmark_command
+from tracelink.collect.hal import export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
 from tracelink.collect.hook import label_workgroups, run_hooked
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools

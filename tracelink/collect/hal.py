@@ -21,33 +21,12 @@ import pandas as pd
 from tracelink.errors import TracelinkError
 from tracelink.collect.events import make_events, match_call_sites
 from tracelink.collect.hal_losses import submission_iterations
-from tracelink.tools import ToolRun, tool_path
+from tracelink.iree_tools import benchmark_command, benchmark_times_ns, profile_export_command
+from tracelink.tools import ToolRun
 
 SCHEMA_VERSION = 15
 PROFILING_MODES = "host-execution,queue-events,executable-metadata,command-region-events"
 BENCHMARK_REPORT = "benchmark.json"  # the benchmark tool's own timing of the profiled calls (Google Benchmark's JSON)
-TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
-def benchmark_command(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int, device: str = "local-task") -> list[str]:
-    """The ``iree-benchmark-module`` command running ``function`` exactly ``iterations`` times."""
-    return [
-        tool_path("iree-benchmark-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}",
-        *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
-        f"--benchmark_min_time={iterations}x",
-    ]
-
-
-def benchmark_times_ns(report: str, column: str = "real_time") -> list[float]:
-    """Each repetition's time (ns, per iteration) in a Google Benchmark JSON report, which may follow
-    other output (``iree-benchmark-module --benchmark_format=json`` prints a header first); [] when none."""
-    start = report.find("{")
-    try:
-        rows = json.loads(report[start:]).get("benchmarks", []) if start >= 0 else []
-    except json.JSONDecodeError:
-        return []
-    return [float(row[column]) * TIME_UNIT_NS[row.get("time_unit", "ns")] for row in rows
-            if row.get("run_type") == "iteration" and column in row]
 
 
 def wall_ns_per_call(output_dir: Path) -> float | None:
@@ -80,8 +59,7 @@ def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path
 def export_bundle(output_dir: Path, timeout_s: float) -> Path:
     """``iree-profile export`` of ``output_dir/run.ireeprof`` to ``run.jsonl`` (ireeperf-jsonl)."""
     bundle, exported = output_dir / "run.ireeprof", output_dir / "run.jsonl"
-    export = [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)]
-    ToolRun(export, output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
+    ToolRun(profile_export_command(bundle, exported), output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
     return exported
 
 

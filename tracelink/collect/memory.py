@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink.collect.hal import read_records
-from tracelink.tools import ToolRun, tool_path
+from tracelink.iree_tools import profile_export_command, run_module_command
+from tracelink.tools import ToolRun
 
 MEMORY_MODE = "memory-events"
 CAPTURE = "memory.ireeprof"
@@ -65,14 +66,10 @@ def run_memory_capture(vmfb: Path, function: str, inputs: Sequence[str], paramet
                        timeout_s: float, device: str = "local-task") -> Path:
     """Run ``function`` once with memory events on; the path of the exported JSON lines."""
     bundle, exported = output_dir / CAPTURE, output_dir / EXPORT
-    command = [
-        tool_path("iree-run-module"), f"--module={vmfb}", f"--device={device}", f"--function={function}",
-        *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
-        f"--device_profiling_mode={MEMORY_MODE}", f"--device_profiling_output={bundle}",
-    ]
+    command = run_module_command(vmfb, function, inputs, parameters, device,
+                                 [f"--device_profiling_mode={MEMORY_MODE}", f"--device_profiling_output={bundle}"])
     ToolRun(command, output_dir / "memory.log", f"iree-run-module (memory events) on {vmfb.name}").wait(timeout_s)
-    export = [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)]
-    ToolRun(export, output_dir / "memory_export.log", f"iree-profile export of {bundle}").wait(timeout_s)
+    ToolRun(profile_export_command(bundle, exported), output_dir / "memory_export.log", f"iree-profile export of {bundle}").wait(timeout_s)
     return exported
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tracelink.collect.hal import benchmark_times_ns
+from tracelink.iree_tools import benchmark_times_ns, module_command, run_module_command
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.tools import run_tool, stop_on_sigterm, tool_path
@@ -185,15 +185,8 @@ def run_verify(vmfb: Path, inputs: list[Path], outputs: int, directory: Path, de
     """Run ``tracelink_run`` once; returns the written bindings. Raises RuntimeError / TimeoutError."""
     make_directory(directory)
     paths = [directory / f"output{i}.npy" for i in range(outputs)]
-    command = [
-        tool_path("iree-run-module"),
-        f"--module={vmfb}",
-        f"--device={device}",
-        f"--function={harness.RUN_FUNCTION}",
-        *(f"--input=@{path}" for path in inputs),
-        "--input=1",
-        *(f"--output=@{path}" for path in paths),
-    ]
+    command = run_module_command(vmfb, harness.RUN_FUNCTION, [*(f"@{path}" for path in inputs), "1"], device=device,
+                                 extra=[f"--output=@{path}" for path in paths])
     run_candidate_tool(command, timeout, "verification run")
     return [np.load(path) for path in paths]
 
@@ -213,17 +206,9 @@ def run_benchmark(
     vmfb: Path, inputs: list[Path], options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
 ) -> Timing:
     """Time ``tracelink_run`` dispatching ``batch_size`` times on ``inputs``; per-dispatch seconds of each repetition."""
-    command = [
-        tool_path("iree-benchmark-module"),
-        f"--module={vmfb}",
-        f"--device={options.device}",
-        f"--function={harness.RUN_FUNCTION}",
-        *(f"--input=@{path}" for path in inputs),
-        f"--input={batch_size}",
-        f"--benchmark_repetitions={repetitions or options.repetitions}",
-        f"--benchmark_min_time={options.repetition_seconds}s",
-        "--benchmark_format=json",
-    ]
+    command = module_command("iree-benchmark-module", vmfb, harness.RUN_FUNCTION, [*(f"@{path}" for path in inputs), str(batch_size)],
+                             device=options.device, extra=[f"--benchmark_repetitions={repetitions or options.repetitions}",
+                                                           f"--benchmark_min_time={options.repetition_seconds}s", "--benchmark_format=json"])
     done = run_candidate_tool(command, timeout, "benchmark")
     column = "cpu_time" if options.clock == "cpu" else "real_time"
     samples = [ns * 1e-9 / batch_size for ns in benchmark_times_ns(done.stdout, column)]

@@ -21,8 +21,8 @@ from typing import TypeVar
 import numpy as np
 
 from tracelink.errors import TracelinkError
-from tracelink.collect.hal import benchmark_times_ns
-from tracelink.tools import run_checked, tool_path
+from tracelink.iree_tools import benchmark_command, benchmark_times_ns
+from tracelink.tools import run_checked
 from tracelink.collect.machine import machine_cores
 
 T = TypeVar("T")
@@ -113,9 +113,7 @@ def summarize(base: Sequence[float], tuned: Sequence[float]) -> dict:
 def time_program(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], repetitions: int,
                  timeout: float) -> float:
     """Median wall time (ns) of one call of the whole program over ``repetitions`` calls on local-task."""
-    command = [tool_path("iree-benchmark-module"), f"--module={vmfb}", "--device=local-task", f"--function={function}",
-               *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs),
-               "--benchmark_min_time=1x", f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
+    command = benchmark_command(vmfb, function, inputs, parameters, 1) + [f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
     done = run_checked(command, timeout, vmfb, "timing the program")
     times = benchmark_times_ns(done.stdout)
     if not times:

@@ -71,7 +71,8 @@ from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.profile_dir import Profile
-from tracelink.tools import run_checked, tool_path
+from tracelink.iree_tools import run_module_command
+from tracelink.tools import run_checked
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, PER_OP_LAYOUT, Rewrite, compose, input_program, source_lines
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, summarize, time_program
@@ -224,8 +225,7 @@ def result_count(vmfb: Path, function: str, inputs: list[str], parameters: list[
 
 def _run(vmfb: Path, function: str, inputs: list[str], parameters: list[str], extra: list[str],
          timeout: float) -> subprocess.CompletedProcess:
-    command = [tool_path("iree-run-module"), f"--module={vmfb}", "--device=local-task", f"--function={function}",
-               *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs), *extra]
+    command = run_module_command(vmfb, function, inputs, parameters, extra=extra)
     return run_checked(command, timeout, vmfb, "running the program")
 
 

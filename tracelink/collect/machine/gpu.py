@@ -23,7 +23,8 @@ import tempfile
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.collect.hal import benchmark_command, export_bundle, read_records, start_hal_profile
+from tracelink.iree_tools import benchmark_command
+from tracelink.collect.hal import export_bundle, read_records, start_hal_profile
 from tracelink.collect.machine import Machine
 from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores
 from tracelink.collect.tracy import capture_tracy, read_capture, tracy_tools

@@ -1,0 +1,54 @@
+"""IREE's run, benchmark and profile-export tools: their command lines and the benchmark tool's report.
+
+Every stage that runs a compiled program builds its command here, so the flags IREE 3.13 takes
+(``--module``, ``--device``, ``--function``, ``--parameters``, ``--input``) are spelled in one place, and
+the one reader of Google Benchmark's JSON report guards against output before it and a missing column.
+Like :mod:`tracelink.tools` (which starts and stops the processes), it sits below every stage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracelink.tools import tool_path
+
+TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def module_command(tool: str, vmfb: Path | str, function: str, inputs: Sequence[str] = (), parameters: Sequence[str] = (),
+                   device: str = "local-task", extra: Sequence[str] = ()) -> list[str]:
+    """``tool`` (``iree-run-module`` or ``iree-benchmark-module``) calling ``function`` of ``vmfb`` on ``device``
+    with the given ``--parameters`` archives and ``--input`` values, then ``extra`` flags."""
+    return [tool_path(tool), f"--module={vmfb}", f"--device={device}", f"--function={function}",
+            *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs), *extra]
+
+
+def run_module_command(vmfb: Path | str, function: str, inputs: Sequence[str] = (), parameters: Sequence[str] = (),
+                       device: str = "local-task", extra: Sequence[str] = ()) -> list[str]:
+    """The ``iree-run-module`` command calling ``function`` once."""
+    return module_command("iree-run-module", vmfb, function, inputs, parameters, device, extra)
+
+
+def benchmark_command(vmfb: Path | str, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int,
+                      device: str = "local-task") -> list[str]:
+    """The ``iree-benchmark-module`` command running ``function`` exactly ``iterations`` times."""
+    return module_command("iree-benchmark-module", vmfb, function, inputs, parameters, device, [f"--benchmark_min_time={iterations}x"])
+
+
+def profile_export_command(bundle: Path, exported: Path) -> list[str]:
+    """``iree-profile export`` of a ``.ireeprof`` bundle to ireeperf JSON lines."""
+    return [tool_path("iree-profile"), "export", "--format=ireeperf-jsonl", f"--output={exported}", str(bundle)]
+
+
+def benchmark_times_ns(report: str, column: str = "real_time") -> list[float]:
+    """Each repetition's time (ns, per iteration) in a Google Benchmark JSON report, which may follow
+    other output (``iree-benchmark-module --benchmark_format=json`` prints a header first); [] when none."""
+    start = report.find("{")
+    try:
+        rows = json.loads(report[start:]).get("benchmarks", []) if start >= 0 else []
+    except json.JSONDecodeError:
+        return []
+    return [float(row[column]) * TIME_UNIT_NS[row.get("time_unit", "ns")] for row in rows
+            if row.get("run_type") == "iteration" and column in row]
