@@ -148,12 +148,6 @@ def median(values: list[float]) -> float | None:
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
-
-
-
-
-
-
 def place_column(order: list[str], desired: dict[str, float], top: float) -> dict[str, float]:
     """Heights (top of node) for ``order``, near ``desired`` centres, in order, a row apart, not above ``top``."""
     if not order:
@@ -232,11 +226,22 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
     """The placed graph: every call site, or only those in ``shown`` with the ops, exports and executables they touch."""
     if shown is not None:
         call_sites = [site for site in call_sites if site["index"] in shown]
-    sites = {f"cs:{site['index']}": site for site in call_sites}
     indices = {site["index"] for site in call_sites}
     feeds = {node: [(index, role) for index, role in ops.get(node, {}).get("call_sites", []) if index in indices] for node in nodes_of_kind(graph, "source_op")}
-    feeding = [node for node, fed in feeds.items() if fed]
     hidden = sum(1 for node in feeds if not ops.get(node, {}).get("call_sites"))
+    nodes, groups = place_source_ops(ops, feeds)
+    height = max((g.y + g.height + GROUP_GAP for g in groups), default=TOP)
+    place_call_sites(nodes, graph, call_sites, short_export)
+    for kind in ("export", "executable"):
+        place_by_neighbours(nodes, graph, kind, height, short_export, whole=shown is None)
+    edges = [(source, target, str(data.get("role") or "")) for source, target, data in graph.edges(data=True) if source in nodes and target in nodes]
+    bottom = max((placed.y + NODE_H for placed in nodes.values()), default=TOP)
+    return GraphLayout(WIDTH, max(height, bottom) + 16, nodes, groups, edges, hidden)
+
+
+def place_source_ops(ops: dict[str, dict], feeds: dict[str, list[tuple[int, str]]]) -> tuple[dict[str, Placed], list[Group]]:
+    """The source-op column: the ops feeding a shown call site, grouped (name scope, else file), groups and
+    ops in barycentre order, a row apart (a group header and gap more between groups)."""
 
     def barycentre(node: str) -> float:
         """Mean index of the call sites the op computes in: an init op (a fill CSE shares between layers) stays with its own layer."""
@@ -244,79 +249,61 @@ def layout_graph(graph: nx.DiGraph, ops: dict[str, dict], call_sites: list[dict]
         return sum(computing) / len(computing)
 
     grouped: dict[tuple[str, str], list[str]] = {}
-    for node in feeding:
-        grouped.setdefault(group_key(ops[node]), []).append(node)
+    for node, fed in feeds.items():
+        if fed:
+            grouped.setdefault(group_key(ops[node]), []).append(node)
     ordered_groups = sorted(grouped.items(), key=lambda item: (sum(map(barycentre, item[1])) / len(item[1]), item[0][0]))
-
-    # Source ops in group order, a row apart (a group header and gap more between groups).
-    op_order: list[str] = []
-    offsets: list[float] = []
-    group_of: dict[str, int] = {}
-    offset = 0.0
-    for number, (_, members) in enumerate(ordered_groups):
-        for position, node in enumerate(sorted(members, key=lambda n: (barycentre(n), outer_line(ops[n]), n))):
-            if op_order:
-                offset += ROW if position else ROW + GROUP_GAP + GROUP_HEADER
-            op_order.append(node)
-            offsets.append(offset)
-            group_of[node] = number
-    site_order = [f"cs:{site['index']}" for site in call_sites if f"cs:{site['index']}" in graph]
-    first_op = TOP + GROUP_HEADER
-    op_top = {node: first_op + off for node, off in zip(op_order, offsets)}
-    # Call sites in execution order, spread evenly over the height of the source-op column: with ops
-    # ordered by the call sites they feed, edges run roughly level and parallel.
-    span = (offsets[-1] + ROW + GROUP_HEADER) if offsets else 0.0
-    pitch = max(ROW, span / max(len(site_order), 1))
-    site_top = {node: TOP + position * pitch + (pitch - ROW) / 2 for position, node in enumerate(site_order)}
-
     nodes: dict[str, Placed] = {}
     groups: list[Group] = []
     x, w, _ = COLUMNS["source_op"]
+    top = float(TOP + GROUP_HEADER)
     for number, ((key, label), members) in enumerate(ordered_groups):
         group = Group(id=f"g{number}", title=key, label=label, y=0, height=0)
-        for node in (n for n in op_order if group_of[n] == number):
+        for position, node in enumerate(sorted(members, key=lambda n: (barycentre(n), outer_line(ops[n]), n))):
+            if nodes:
+                top += ROW if position else ROW + GROUP_GAP + GROUP_HEADER
             op = ops[node]
             title = "\n".join(filter(None, [op["label"], op["op_names"], f"{op['share']:.1%} of dispatch time"]))
-            nodes[node] = Placed(node, "source_op", x, op_top[node], w, short_label(graph_label(op), w - 50, from_left=bool(op["name"])), title, group.id, op["share"])
+            nodes[node] = Placed(node, "source_op", x, top, w, short_label(graph_label(op), w - 50, from_left=bool(op["name"])), title, group.id, op["share"])
             group.nodes.append(node)
             group.share += op["share"]
-        group.y = op_top[group.nodes[0]] - GROUP_HEADER
-        group.height = op_top[group.nodes[-1]] + ROW - group.y
+        group.y = nodes[group.nodes[0]].y - GROUP_HEADER
+        group.height = nodes[group.nodes[-1]].y + ROW - group.y
         groups.append(group)
-    height = max((g.y + g.height + GROUP_GAP for g in groups), default=TOP)
-    centre = {node: placed.y + NODE_H / 2 for node, placed in nodes.items()}
+    return nodes, groups
 
-    def median_of(node: str, neighbours) -> float | None:
-        return median([centre[n] for n in neighbours if n in centre])
 
+def place_call_sites(nodes: dict[str, Placed], graph: nx.DiGraph, call_sites: list[dict], short_export) -> None:
+    """Call sites in execution order, spread evenly over the height of the source-op column: with ops
+    ordered by the call sites they feed, edges run roughly level and parallel."""
+    order = [site for site in call_sites if f"cs:{site['index']}" in graph]
+    span = (max(placed.y for placed in nodes.values()) + ROW - TOP) if nodes else 0.0
+    pitch = max(ROW, span / max(len(order), 1))
     x, w, _ = COLUMNS["call_site"]
-    for node, top in site_top.items():
-        site = sites[node]
+    for position, site in enumerate(order):
+        top = TOP + position * pitch + (pitch - ROW) / 2
         label = f"#{site['index']} {site['root_op'] or short_export(site['export'])}"
         title = "\n".join(filter(None, [f"call site #{site['index']}", site["export"], site["loc"], f"{(site['share'] or 0):.1%} of dispatch time"]))
         extra = "init" if site["phase"] != "run" else ""
+        node = f"cs:{site['index']}"
         nodes[node] = Placed(node, "call_site", x, top, w, short_label(label, w - 50), title, None, site["share"] or 0.0, extra)
-        centre[node] = top + NODE_H / 2
 
-    for kind, neighbours in (("export", graph.predecessors), ("executable", graph.predecessors)):
-        members = [node for node in nodes_of_kind(graph, kind) if shown is None or any(p in nodes for p in neighbours(node))]
-        wanted = {node: median_of(node, neighbours(node)) for node in members}
-        order = sorted(members, key=lambda n: (wanted[n] is None, wanted[n] or 0.0, n))
-        fallback = {n: (wanted[n] if wanted[n] is not None else height) for n in order}
-        x, w, _ = COLUMNS[kind]
-        for node, top in place_column(order, fallback, TOP).items():
-            data = graph.nodes[node]
-            name = str(data.get("label") or node.split(":", 1)[1])
-            share = sum(nodes[p].share for p in graph.predecessors(node) if p in nodes)
-            title = f"{kind} {name}\n{share:.1%} of dispatch time"
-            if kind == "export" and data.get("shapes"):
-                title += f"\n{data['shapes']}"
-            nodes[node] = Placed(node, kind, x, top, w, short_label(short_export(name), w - 50), title, None, share)
-            centre[node] = top + NODE_H / 2
 
-    edges = []
-    for source, target, data in graph.edges(data=True):
-        if source in nodes and target in nodes:
-            edges.append((source, target, str(data.get("role") or "")))
-    bottom = max((placed.y + NODE_H for placed in nodes.values()), default=TOP)
-    return GraphLayout(WIDTH, max(height, bottom) + 16, nodes, groups, edges, hidden)
+def place_by_neighbours(nodes: dict[str, Placed], graph: nx.DiGraph, kind: str, height: float, short_export, whole: bool) -> None:
+    """The export or executable column: each node as near as the column's order allows to the median
+    height of its placed neighbours on the left (those with none at the bottom); in a partial view only
+    the nodes some placed neighbour leads to."""
+    members = [node for node in nodes_of_kind(graph, kind) if whole or any(p in nodes for p in graph.predecessors(node))]
+    centre = {node: placed.y + NODE_H / 2 for node, placed in nodes.items()}
+    wanted = {node: median([centre[n] for n in graph.predecessors(node) if n in centre]) for node in members}
+    order = sorted(members, key=lambda n: (wanted[n] is None, wanted[n] or 0.0, n))
+    fallback = {n: (wanted[n] if wanted[n] is not None else height) for n in order}
+    x, w, _ = COLUMNS[kind]
+    for node, top in place_column(order, fallback, TOP).items():
+        data = graph.nodes[node]
+        name = str(data.get("label") or node.split(":", 1)[1])
+        share = sum(nodes[p].share for p in graph.predecessors(node) if p in nodes)
+        title = f"{kind} {name}\n{share:.1%} of dispatch time"
+        if kind == "export" and data.get("shapes"):
+            title += f"\n{data['shapes']}"
+        nodes[node] = Placed(node, kind, x, top, w, short_label(short_export(name), w - 50), title, None, share)
