@@ -49,14 +49,6 @@ def test_one_outlier_makes_a_group_noisy_and_keeps_its_interval_positive():
     assert row["noisy"] and row["ci95_low_ns"] >= 99 and row["median_ns"] == 100
 
 
-def test_t_quantiles():
-    from tracelink.tune.rounds import t_quantile_975
-
-    assert t_quantile_975(1) == 12.706 and t_quantile_975(30) == 2.042
-    assert t_quantile_975(120) == pytest.approx(1.980, abs=1e-3)
-    assert t_quantile_975(10_000) == pytest.approx(1.960, abs=1e-3)
-
-
 def test_component_of_is_the_name_scope():
     assert component_of("Dense_0/dot_general") == "Dense_0"  # JAX
     assert component_of("onnx.Conv:conv1/7x7_s2") == "conv1"  # ONNX, as tracelink's import names it

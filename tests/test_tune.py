@@ -35,7 +35,7 @@ from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
 from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
-from tracelink.tune.rounds import NOT_SIGNIFICANT
+from tracelink.tune.stats import NOT_SIGNIFICANT
 from tracelink.tune.run import FLAG_BASELINES, Outcome, composable_with, select_targets, validate_in_program
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task
 from tracelink.tune.space import SpaceOptions, TileSpace

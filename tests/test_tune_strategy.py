@@ -32,7 +32,8 @@ from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
 from tracelink.tune.diff import run_inputs
-from tracelink.tune.rounds import alternate, summarize, time_program
+from tracelink.tune.rounds import alternate, time_program
+from tracelink.tune.stats import summarize
 from tracelink.tune.session import Session
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 from tracelink.tune.strategy import (STATUSES, Budget, SearchResult, StrategyOptions, StrategySearch, option_flags,

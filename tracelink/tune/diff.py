@@ -8,7 +8,7 @@ exactly how the profile attributes time.
 With ``rounds`` >= 2 both profiles' compiled programs (``artifacts/app.vmfb``, with the inputs and
 parameters they were profiled with) run again under the HAL collector, alternately, and every round
 gives one median per op and end to end; speedups and their 95 % intervals come from the per-round
-ratios (see ``rounds``). With ``rounds`` = 0 the two recorded profiles are compared as they are: one
+ratios (see ``stats``). With ``rounds`` = 0 the two recorded profiles are compared as they are: one
 run each, so the speedup has no interval and nothing is called significant — the spread of
 iterations inside one run is not the run-to-run variation a comparison has to beat.
 """
@@ -28,7 +28,8 @@ from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_atomic, write_text_atomic
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.profile_dir import Profile, load_profile
-from tracelink.tune.rounds import alternate, paired_speedup, summarize, verdict
+from tracelink.tune.rounds import alternate
+from tracelink.tune.stats import paired_speedup, summarize, verdict
 
 # The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
 CSV_HEADER = "label,file,line,base_ns,tuned_ns,"

@@ -389,10 +389,3 @@ def progress_bar(console: Console) -> Progress:
         transient=True,
     )
 
-
-def paired_speedup(base: Timing, other: Timing, level: float = 0.95) -> tuple[float, float, float]:
-    """Speedup of ``other`` over ``base`` from round-paired samples (``Measurer.retime``): the median
-    of the per-round ratios base/other with its distribution-free confidence interval."""
-    ratios = Timing([b / o for b, o in zip(base.samples, other.samples)])
-    low, high = ratios.ci(level)
-    return ratios.median, low, high

@@ -27,8 +27,9 @@ from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import Dispatch, config_fields, load_dispatch, spec_reaches
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
 from tracelink.tune.model import History, history_path
-from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, paired_speedup, progress_bar
-from tracelink.tune.rounds import alternate, summarize, time_program
+from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, progress_bar
+from tracelink.tune.rounds import alternate, time_program
+from tracelink.tune.stats import speedup_of, summarize
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, signature, write_tuning
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task, task_is_new
@@ -347,7 +348,7 @@ def _confirm(outcome: Outcome, measurer: Measurer, default: Trial, best: list[Tr
     outcome.default_ms = base.median * 1e3
     ranked = []
     for trial, timing in zip(best, timings[1:]):
-        speedup, low, high = paired_speedup(base, timing, level=config.select.confidence)
+        speedup, low, high = speedup_of(base.samples, timing.samples, config.select.confidence)
         ranked.append((speedup, low, high, trial, timing))
     speedup, low, high, trial, timing = max(ranked, key=lambda r: r[0])
     outcome.best_ms, outcome.speedup, outcome.ci_low, outcome.ci_high = timing.median * 1e3, speedup, low, high
@@ -460,7 +461,7 @@ def dispatch_median(profile: Profile, exports: set[str]) -> float:
 def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: int, directory: Path) -> dict:
     """How much faster the dispatches ``exports`` run inside the program built as ``vmfb`` than in the
     profiled build: both run alternately under the HAL profiler (other dispatches around them, the
-    program's device and threads), each round giving one median per build (see ``rounds.summarize``)."""
+    program's device and threads), each round giving one median per build (see ``stats.summarize``)."""
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda number, v=v, n=n: dispatch_median(rerun(profile, directory / f"{n}_{number}", calls, 600.0, vmfb=v), exports)
             for v, n in ((None, "base"), (vmfb, "tuned"))]

@@ -8,7 +8,7 @@ softmax (only where the program has attention). Each candidate is
 
 1. compiled (the profiled build's flags, without its dumps, plus the candidate's);
 2. checked: its outputs on the profiled inputs against the default build's (:func:`outputs_agree`);
-3. timed against the default build in alternating rounds (``rounds.alternate`` / ``rounds.summarize``:
+3. timed against the default build in alternating rounds (``rounds.alternate`` / ``stats.summarize``:
    the geometric mean of per-round ratios with a Student's t 95 % interval).
 
 The search is successive halving with a model of which options interact: every single option races
@@ -75,7 +75,8 @@ from tracelink.iree_tools import run_module_command
 from tracelink.tools import run_checked
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, PER_OP_LAYOUT, Rewrite, compose, input_program, source_lines
 from tracelink.tune.diff import diff_profiles, run_inputs, run_parameters
-from tracelink.tune.rounds import alternate, summarize, time_program
+from tracelink.tune.rounds import alternate, time_program
+from tracelink.tune.stats import summarize
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 
 SCHEMA = 1
