@@ -9,14 +9,22 @@ import pytest
 from tracelink.collect.machine import cpu_model, machine_cores, machine_peaks, measure_machine, peaks_key
 
 
-def test_peaks_measured_twice_agree_within_20_percent():
+# How far apart two fresh measurements may be. The compute peak (the best of many tries by CPU time)
+# holds within 20 %. The bandwidth is a median of wall-time rounds: on a shared VM it moves with other
+# tenants' memory traffic, by up to 1.38x between two back-to-back measurements in one CI run (70 and
+# 51 GB/s); 2x still catches a method that miscounts bytes or workers. Its spread over repeated
+# measurements is printed by tests/bench/bench_machine.py, not timed here.
+AGREEMENT = {"matmul_gflops_per_core": 1.2, "bandwidth_gbps": 2.0}
+
+
+def test_peaks_measured_twice_agree():
     workers = machine_cores()
     first, second = measure_machine(workers), measure_machine(workers)
     # the compute roof is the better of numpy's BLAS and IREE's own matmul
     assert first["matmul_gflops_per_core"] == max(first["blas_gflops_per_core"], first["iree_gflops_per_core"])
-    for peak in ("matmul_gflops_per_core", "bandwidth_gbps"):
+    for peak, ratio in AGREEMENT.items():
         assert first[peak] > 0 and second[peak] > 0
-        assert max(first[peak], second[peak]) / min(first[peak], second[peak]) <= 1.2, (peak, first[peak], second[peak])
+        assert max(first[peak], second[peak]) / min(first[peak], second[peak]) <= ratio, (peak, first[peak], second[peak])
     assert first["cpu"] == cpu_model() and first["workers"] == workers
 
 

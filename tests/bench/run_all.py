@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bench_provenance.py", "bench_perturbation.py", "bench_profile.py", "bench_report.py", "bench_tracy.py", "bench_hook.py", "bench_tune.py", "bench_compare.py", "bench_events.py", "bench_llm.py"]
+BENCHMARKS = ["bench_provenance.py", "bench_perturbation.py", "bench_profile.py", "bench_report.py", "bench_tracy.py", "bench_hook.py", "bench_tune.py", "bench_compare.py", "bench_events.py", "bench_llm.py", "bench_machine.py"]
 
 
 def main() -> int:

@@ -104,7 +104,10 @@ def missing_events_text(summary: dict) -> str | None:
 
 
 def flushed_run_text(summary: dict) -> str | None:
-    """The note for a HAL profile taken again with IREE's rings flushed during the calls, or None."""
+    """The note for a HAL profile taken again, with IREE's rings flushed during the calls or after the
+    profiler failed the first run, or None."""
+    if failure := summary.get("profiler_rerun_after"):
+        return f"these events come from a second run: IREE's profiler failed the first ({failure}; its log is run.failed.log)"
     flushed = summary.get("profiler_flushed")
     if not flushed:
         return None
