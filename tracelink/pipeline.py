@@ -2,8 +2,10 @@
 
 The compiler runs while the input program is parsed. The provenance graph is built before the program
 runs, never during it: on a machine with few cores, building it beside the run slowed the dispatches it
-measured (1.5–4× on a 440-call-site model). Every output is written as soon as it exists, so a later
-failure (a crashing or hanging program, bad inputs) leaves the compiled artifacts and the graph on disk.
+measured (1.5–4× on a 440-call-site model). The untimed memory run (one call) runs beside the graph
+building instead, and ends before the timed run starts; its failure is raised after the timed run's, so a
+broken program is reported by the run that times it. Every output is written as soon as it exists, so a
+later failure (a crashing or hanging program, bad inputs) leaves the compiled artifacts and the graph on disk.
 """
 
 from __future__ import annotations
@@ -24,24 +26,25 @@ from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.host_time import host_time
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
-from tracelink.collect.collectors import RunRequest, start_collection
+from tracelink.collect.collectors import Collected, RunRequest, start_collection
 from tracelink.collect.hal import wall_ns_per_call
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
-from tracelink.collect.memory import read_memory_events, run_memory_capture
-from tracelink.compile import PendingCompile, compile_manifest_entries, write_manifest
+from tracelink.collect.memory import MemoryCapture, read_memory_events, run_memory_capture
+from tracelink.compile import CompileResult, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.options import ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
-from tracelink.provenance.build import build_provenance, phase_dump
+from tracelink.provenance.build import Provenance, build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.memory_plan import read_stream_plan
-from tracelink.provenance.program import read_input_program
+from tracelink.provenance.program import InputProgram, read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.textsafe import TerminalConsole
+from tracelink.tools import InBackground
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -82,73 +85,48 @@ def profile_python(target: object, args: tuple, out: Path, options: ProfileOptio
     return profile(python_model(target, args), Path(out), options, console)
 
 
+class StageClock:
+    """The seconds each stage took (profile.json's ``timings_s``)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    def stop(self, name: str, started: float) -> None:
+        self.timings[name] = round(time.perf_counter() - started, 4)
+
+
 def run_profile(
     program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
 ) -> Profile:
     """The stages of :func:`profile`, once the directory is claimed and the compiler started.
 
     ``program`` is the MLIR compiled; ``model`` the file the user gave when it differs (an ``.onnx``
-    model imported into ``program``).
+    model imported into ``program``). The memory run (one call, untimed) runs while the provenance graph
+    is built, and ends before the timed run starts.
     """
-    artifacts = out / "artifacts"
-    timings: dict[str, float] = {}
-
-    def stage(name: str, started: float) -> None:
-        timings[name] = round(time.perf_counter() - started, 4)
-
+    artifacts, clock = out / "artifacts", StageClock()
     options = with_collector_requirements(options)
-    started = pending.started  # the compile stage counts from the compiler's start
-    with console.status(f"compiling {program.name} with iree-compile"):
-        # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
-        # loading it now overlaps that with the compiler instead of the graph building later.
-        importlib.import_module("iree.compiler.dialects.linalg")
-        source = read_input_program(program)
-        entry = choose_function(source.public_functions(), options.function, program)
-        compiled = pending.finish()
-    compile_entries = compile_manifest_entries(compiled, options.compile)
-    write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
-    stage("compile", started)
-
+    source, entry, compiled, compile_entries = finish_compile(program, options, console, pending, artifacts, clock)
     started = time.perf_counter()
-    specs = read_signature(phase_dump(compiled.phases, "input"), entry)
-    if options.inputs:
-        check_inputs(options.inputs, specs)
-        inputs = list(options.inputs)
-    else:
-        inputs = generate_inputs(specs, artifacts / "inputs", options.seed)
-    with console.status("building the provenance graph"):
-        # the shapes the run gives the inputs fix the dynamic sizes the cost model reads
-        shapes = [(described := described_type(value)) and described[0] for value in inputs]
-        provenance = build_provenance(source, artifacts, entry, shapes)
-        write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
-    stage("provenance", started)
-
-    started = time.perf_counter()
-    request = RunRequest(compiled.vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s,
-                         options.hook_events, options.compile.device)
-    collection = start_collection(options.collector, request)
+    inputs = run_inputs(compiled, entry, options, artifacts)
+    memory_run = InBackground(lambda: run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts, options.timeout_s,
+                                                         options.compile.device), "tracelink-memory")
     try:
-        with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
-            run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
-            collected = collection.finish(run_exports, options.warmup)
+        with console.status("building the provenance graph"):
+            provenance = provenance_of(source, compiled, entry, inputs, artifacts, out)
+            memory_run.wait()
+        clock.stop("provenance", started)
+        started = time.perf_counter()
+        collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console)
+        clock.stop("run", started)
+        if collected.events.empty:
+            raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
+        started = time.perf_counter()
+        memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
+        clock.stop("memory", started)
     except BaseException:
-        collection.cancel()
+        memory_run.cancel()
         raise
-    events = collected.events
-    stage("run", started)
-    if events.empty:
-        raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
-
-    started = time.perf_counter()
-    with console.status(f"recording the memory of one call of {entry}"):
-        # a run of its own, after the timed one, so memory records never share a session with the timed dispatches
-        capture = read_memory_events(run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts,
-                                                        options.timeout_s, options.compile.device))
-    plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
-    run_sites = [(site.index, site.export) for site in provenance.call_sites if site.phase == "run"]
-    memory, memory_lines, memory_components = memory_tables(capture, plan, provenance.graph, run_sites, options.library_frames)
-    stage("memory", started)
-
     started = time.perf_counter()
     device, machine = device_and_peaks(options, console)
     run_info = {
@@ -162,21 +140,79 @@ def run_profile(
         "repetitions": options.repetitions,
         "warmup": options.warmup,
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
-        "timings_s": timings,
-        "memory": memory,
+        "timings_s": clock.timings,
+        "memory": memory[0],
         # a call's wall time beside its dispatches (CPU: the events' clock is the host's)
-        "host_time": None if device_target(options.compile.device).is_gpu else host_time(events, wall_ns_per_call(artifacts)),
+        "host_time": None if device_target(options.compile.device).is_gpu else host_time(collected.events, wall_ns_per_call(artifacts)),
     } | collected.summary
-    result = assemble_profile(out, events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
-    result.memory_lines, result.memory_components = memory_lines, memory_components
-    stage("aggregate", started)
+    result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
+    result.memory_lines, result.memory_components = memory[1], memory[2]
+    clock.stop("aggregate", started)
     started = time.perf_counter()
     publish_profile(result, console)
-    stage("write_and_report", started)
+    clock.stop("write_and_report", started)
     # profile.json was written before the last stage ended: write it again with every stage timed.
     write_profile_summary(result)
-    write_manifest(artifacts, {"timings_s": timings})
+    write_manifest(artifacts, {"timings_s": clock.timings})
     return result
+
+
+def finish_compile(program: Path, options: ProfileOptions, console: Console, pending: PendingCompile, artifacts: Path,
+                   clock: StageClock) -> tuple[InputProgram, str, CompileResult, dict]:
+    """Parse the input program while the compiler runs; its entry function, the compiled program and the manifest's compile entries."""
+    started = pending.started  # the compile stage counts from the compiler's start
+    with console.status(f"compiling {program.name} with iree-compile"):
+        # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
+        # loading it now overlaps that with the compiler instead of the graph building later.
+        importlib.import_module("iree.compiler.dialects.linalg")
+        source = read_input_program(program)
+        entry = choose_function(source.public_functions(), options.function, program)
+        compiled = pending.finish()
+    compile_entries = compile_manifest_entries(compiled, options.compile)
+    write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
+    clock.stop("compile", started)
+    return source, entry, compiled, compile_entries
+
+
+def run_inputs(compiled: CompileResult, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
+    """The run's ``--input`` values: the user's, checked against the signature, or generated from it."""
+    specs = read_signature(phase_dump(compiled.phases, "input"), entry)
+    if options.inputs:
+        check_inputs(options.inputs, specs)
+        return list(options.inputs)
+    return generate_inputs(specs, artifacts / "inputs", options.seed)
+
+
+def provenance_of(source: InputProgram, compiled: CompileResult, entry: str, inputs: list[str], artifacts: Path, out: Path) -> Provenance:
+    """The provenance graph of ``entry``, written to the profile directory."""
+    # the shapes the run gives the inputs fix the dynamic sizes the cost model reads
+    shapes = [(described := described_type(value)) and described[0] for value in inputs]
+    provenance = build_provenance(source, artifacts, entry, shapes)
+    write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
+    return provenance
+
+
+def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions, artifacts: Path, provenance: Provenance,
+              console: Console) -> Collected:
+    """Run ``entry`` under the collector; its events matched to the run-phase call sites, warm-up dropped."""
+    request = RunRequest(vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s,
+                         options.hook_events, options.compile.device)
+    collection = start_collection(options.collector, request)
+    try:
+        with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
+            run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
+            return collection.finish(run_exports, options.warmup)
+    except BaseException:
+        collection.cancel()
+        raise
+
+
+def memory_of(capture: MemoryCapture, compiled: CompileResult, entry: str, provenance: Provenance,
+              options: ProfileOptions) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """profile.json's ``memory``, memory_lines and memory_components of one call of ``entry``."""
+    plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
+    run_sites = [(site.index, site.export) for site in provenance.call_sites if site.phase == "run"]
+    return memory_tables(capture, plan, provenance.graph, run_sites, options.library_frames)
 
 
 def device_and_peaks(options: ProfileOptions, console: Console) -> tuple[dict[str, str], Machine]:

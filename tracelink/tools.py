@@ -26,8 +26,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Generic, TypeVar
 
 from iree.compiler import version as compiler_package
 
@@ -252,6 +253,41 @@ class ToolRun:
         """Kill the tool's whole process group (idempotent)."""
         kill_group(self.process)
         reap(self.process)
+
+
+Result = TypeVar("Result")
+
+
+class InBackground(Generic[Result]):
+    """Work that runs tools, started in a background thread (the tools are subprocesses, so the thread
+    waits without holding the GIL) while the caller goes on; stopping it kills the tools it started."""
+
+    def __init__(self, work: Callable[[], Result], name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._future: Future = self._executor.submit(work)
+
+    def wait(self) -> None:
+        """Wait until the work has ended, without raising what it raised (:meth:`result` does)."""
+        try:
+            self._future.exception()
+        except BaseException:
+            self.cancel()
+            raise
+
+    def result(self) -> Result:
+        """What the work returned, or what it raised; an interrupt while waiting stops it first."""
+        try:
+            value = self._future.result()
+        except BaseException:
+            self.cancel()
+            raise
+        self._executor.shutdown()
+        return value
+
+    def cancel(self) -> None:
+        """Kill the tools running (their whole process groups) and wait for the thread, which then ends."""
+        stop_all_tools()
+        self._executor.shutdown(cancel_futures=True)
 
 
 def reap_within(process: subprocess.Popen, timeout_s: float) -> int:

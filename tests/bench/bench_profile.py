@@ -4,11 +4,15 @@ For every example and shared workload, runs the `tracelink profile` command (as 
 start-up, report and all) and the bare tools doing the same compile and the same repetitions,
 alternately for a few rounds, and prints the ratio of the median wall times (target ≤ 1.3×) and of
 the median CPU times. Alternating rounds and medians, because on this shared VM the wall time of one
-identical compile varies up to 3×. Last, the time to build the provenance graph of the largest workload.
+identical compile varies up to 3×. Then the same race on a program of 400+ call sites: a 30-layer BERT
+encoder (MiniLM's width, built from transformers' config with seeded weights, exported once by
+`tracelink profile model.py:make`), profiled from its exported MLIR and parameter archive, with
+tracelink's own timing of each stage. Last, the time to build the provenance graph of the largest workload.
 """
 
 from __future__ import annotations
 
+import json
 import resource
 import statistics
 import subprocess
@@ -46,29 +50,67 @@ def timed(commands: list[list[str]]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+# A 400+ call-site program (issue 32's size): 30 BERT layers at MiniLM's width give 424 call sites.
+ENCODER = """import torch
+import transformers
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        config = transformers.BertConfig(num_hidden_layers=30, hidden_size=384, num_attention_heads=12, intermediate_size=1536)
+        self.bert = transformers.BertModel(config).eval()
+
+    def forward(self, ids):
+        return self.bert(input_ids=ids).last_hidden_state
+
+
+def make():
+    return Encoder(), (torch.randint(0, 30000, (1, 128)),)
+"""
+
+
+def race(name: str, program: Path, inputs: list[str], parameters: list[str], work: Path) -> list[dict]:
+    """Print the median wall and CPU times of `tracelink profile` against the bare tools, alternating; each round's stage timings."""
+    out = work / "out"
+    traced_command = [str(Path(sys.executable).parent / "tracelink"), "profile", str(program), "-o", str(out),
+                      f"--repetitions={REPETITIONS}", *(f"--input={i}" for i in inputs), *(f"--parameters={p}" for p in parameters)]
+    timed([traced_command])  # first run: generates the inputs the bare run reuses
+    function = json.loads((out / "profile.json").read_text())
+    vmfb = work / "bare.vmfb"
+    bare_commands = [
+        [tool_path("iree-compile"), str(program), "-o", str(vmfb), *TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host"],
+        benchmark_command(vmfb, function["function"], function["inputs"], parameters, REPETITIONS + 1),
+    ]
+    traced, bare, stages = [], [], []
+    for _ in range(ROUNDS):
+        bare.append(timed(bare_commands))
+        traced.append(timed([traced_command]))
+        stages.append(json.loads((out / "profile.json").read_text())["timings_s"])
+    wall_t, wall_b = statistics.median(t[0] for t in traced), statistics.median(b[0] for b in bare)
+    cpu_t, cpu_b = statistics.median(t[1] for t in traced), statistics.median(b[1] for b in bare)
+    print(f"{name:32s} wall {wall_t:5.2f} s vs {wall_b:5.2f} s = {wall_t / wall_b:4.2f}x (target <= 1.3x)   "
+          f"cpu {cpu_t:5.2f} s vs {cpu_b:5.2f} s = {cpu_t / cpu_b:4.2f}x", flush=True)
+    return stages
+
+
 def main() -> None:
     print(f"tracelink profile vs bare iree-compile + iree-benchmark-module ({REPETITIONS} repetitions + 1 warm-up), "
           f"median of {ROUNDS} alternating rounds")
     for name, (program, inputs, parameters) in PROGRAMS.items():
         with tempfile.TemporaryDirectory() as work_dir:
-            work = Path(work_dir)
-            traced_command = [str(Path(sys.executable).parent / "tracelink"), "profile", str(program), "-o", str(work / "out"),
-                              f"--repetitions={REPETITIONS}", *(f"--input={i}" for i in inputs), *(f"--parameters={p}" for p in parameters)]
-            timed([traced_command])  # first run: generates the inputs the bare run reuses
-            function = __import__("json").loads((work / "out" / "profile.json").read_text())
-            vmfb = work / "bare.vmfb"
-            bare_commands = [
-                [tool_path("iree-compile"), str(program), "-o", str(vmfb), *TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host"],
-                benchmark_command(vmfb, function["function"], function["inputs"], parameters, REPETITIONS + 1),
-            ]
-            traced, bare = [], []
-            for _ in range(ROUNDS):
-                bare.append(timed(bare_commands))
-                traced.append(timed([traced_command]))
-            wall_t, wall_b = statistics.median(t[0] for t in traced), statistics.median(b[0] for b in bare)
-            cpu_t, cpu_b = statistics.median(t[1] for t in traced), statistics.median(b[1] for b in bare)
-            print(f"{name:32s} wall {wall_t:5.2f} s vs {wall_b:5.2f} s = {wall_t / wall_b:4.2f}x (target <= 1.3x)   "
-                  f"cpu {cpu_t:5.2f} s vs {cpu_b:5.2f} s = {cpu_t / cpu_b:4.2f}x", flush=True)
+            race(name, program, inputs, parameters, Path(work_dir))
+    with tempfile.TemporaryDirectory() as work_dir:
+        work = Path(work_dir)
+        (work / "model.py").write_text(ENCODER)
+        subprocess.run([str(Path(sys.executable).parent / "tracelink"), "profile", f"{work / 'model.py'}:make", "-o", str(work / "exported"),
+                        "--repetitions=1"], check=True, capture_output=True)
+        artifacts = work / "exported" / "artifacts"
+        exported = json.loads((work / "exported" / "profile.json").read_text())
+        stages = race(f"bert 30 layers ({exported['coverage']['call_sites']} call sites)", artifacts / "exported.mlir",
+                      exported["inputs"], [f"model={artifacts / 'parameters.irpa'}"], work)
+        print("  its stages (median s): " + ", ".join(f"{stage} {statistics.median(s[stage] for s in stages):.2f}" for stage in stages[0]))
     largest = WORKLOADS / "clip_text_toy_f32.mlir"
     function, inputs, parameters = WORKLOAD_RUNS["clip_text_toy_f32"]
     with tempfile.TemporaryDirectory() as work_dir:

@@ -9,7 +9,6 @@ Tracy collector also keeps all the runtime's zones, the hook every workgroup cal
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executi
 from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile.targets import device_target
 from tracelink.errors import TracelinkError, first_line
-from tracelink.tools import ToolRun, stop_all_tools
+from tracelink.tools import InBackground, ToolRun
 
 
 @dataclass
@@ -55,11 +54,10 @@ class Collected:
 
 
 class PendingCollection:
-    """A collector running in a background thread (its tools run as subprocesses, releasing the GIL)."""
+    """A collector running in the background (:class:`~tracelink.tools.InBackground`)."""
 
     def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected]) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelink-collect")
-        self._future: Future = self._executor.submit(run)
+        self._run = InBackground(run, "tracelink-collect")
         self._finish = finish
 
     def finish(self, call_site_exports: Sequence[str], warmup: int) -> Collected:
@@ -67,12 +65,7 @@ class PendingCollection:
 
         An interrupt while waiting stops the run first: waiting for the thread would wait for the program.
         """
-        try:
-            collected = self._finish(self._future.result(), call_site_exports)
-        except BaseException:
-            self.cancel()
-            raise
-        self._executor.shutdown()
+        collected = self._finish(self._run.result(), call_site_exports)
         collected.events = drop_warmup(collected.events, warmup)
         if collected.workgroups is not None:
             collected.workgroups = drop_warmup(collected.workgroups, warmup)
@@ -83,8 +76,7 @@ class PendingCollection:
 
     def cancel(self) -> None:
         """Kill the run's tools (their whole process groups) and wait for the thread, which then ends."""
-        stop_all_tools()
-        self._executor.shutdown(cancel_futures=True)
+        self._run.cancel()
 
 
 def start_collection(collector: str, request: RunRequest) -> PendingCollection:

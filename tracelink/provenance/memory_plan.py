@@ -16,6 +16,7 @@ it writes and reads, and when, which is what the memory attribution needs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,25 +243,32 @@ def tensor_bytes(dispatch_tensor: ir.Type, context: ir.Context) -> int | None:
 def resident_globals(module: ir.Module) -> dict[str, tuple[str, int | None]]:
     """Resource globals held for the module's lifetime: parameters (loaded from an archive) and constants."""
     found: dict[str, tuple[str, int | None]] = {}
+    # One parameter load (and the await after it) produces hundreds of globals: each op's results are
+    # matched to their sizes and awaited resources once, not once per global.
+    by_result: dict[ir.Operation, dict[ir.Value, object]] = {}
+
+    def per_result(op: ir.Operation, read: Callable[[ir.Operation], dict[ir.Value, object]]) -> dict[ir.Value, object]:
+        if op not in by_result:
+            by_result[op] = read(op)
+        return by_result[op]
+
     for op in walk(module.operation):
         if op.name != "util.global.store" or not str(op.operands[0].type).startswith("!stream.resource<constant>"):
             continue
         value = op.operands[0]
         source = defining_op(value)
         while source is not None and source.name == "stream.timepoint.await":  # the resource it waits for
-            value = passed_resources(source)[list(source.results).index(value)]
+            value = per_result(source, lambda await_op: dict(zip(await_op.results, passed_resources(await_op))))[value]
             source = defining_op(value)
         kind = "parameter" if source is not None and source.name == "stream.cmd.parameter.load" else "constant"
-        found[symbol_ref_leaf(attr(op, "global"))] = (kind, resource_size(source, value))
+        size = None if source is None else per_result(source, resource_sizes).get(value)
+        found[symbol_ref_leaf(attr(op, "global"))] = (kind, size)
     return found
 
 
-def resource_size(source: ir.Operation | None, value: ir.Value) -> int | None:
-    """The size of the resource ``value`` that ``source`` produces: result i's size is its i-th index operand
-    (parameter loads and constant ops list their results' sizes as their index operands)."""
-    if source is None:
-        return None
+def resource_sizes(source: ir.Operation) -> dict[ir.Value, int | None]:
+    """The size of each resource ``source`` produces: result i's size is its i-th index operand (parameter
+    loads and constant ops list their results' sizes as their index operands)."""
     sizes = [operand for operand in source.operands if str(operand.type) == "index"]
     resources = [result for result in source.results if str(result.type).startswith("!stream.resource")]
-    position = resources.index(value) if value in resources else -1
-    return int_constant(sizes[position]) if 0 <= position < len(sizes) else None
+    return {resource: int_constant(size) for resource, size in zip(resources, sizes)}

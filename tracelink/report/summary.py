@@ -86,27 +86,46 @@ def host_time_text(summary: dict) -> str:
 
 def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     """The hottest source lines and dispatches, and the coverage figures."""
-    summary = result.summary
+    iterations = max(int(result.summary["iterations"]), 1)
+    console.print(headline(result.summary))
+    print_notes(result.summary, console)
+    print_components(result, console, iterations)
+    print_hot_lines(result, console, iterations, top)
+    if result.summary["coverage"].get("dispatch_time_with_source_lines_share", 1.0) < 1.0 and not result.source_ops.empty:
+        print_hot_ops(result, console, iterations, top)
+    print_hot_dispatches(result, console, top)
+    print_audit(result, console)
+
+
+def headline(summary: dict) -> str:
+    """The first line: the program, the time per call, and how much of it is mapped to the source."""
     cover = summary["coverage"]
-    iterations = max(int(summary["iterations"]), 1)
     initializer = cover.get("call_sites_initializer", 0)
-    console.print(
-        f"[bold]{escape(Path(summary.get('model') or summary['program']).name)}[/] @{escape(summary['function'])}: {summary['iterations']} iterations, "
-        f"{ns(summary['dispatch_ns_per_iteration'])} of dispatches per iteration"
-        + (f" in {ns(host['wall_ns_per_call'])} of wall time per call" if (host := summary.get("host_time")) else "") + "; "
+    dispatch_ns = summary["dispatch_ns_per_iteration"]
+    if host := summary.get("host_time"):
+        # dispatches on several workers overlap, so their sum can exceed the wall time
+        overlap = " (summed over workers running at once)" if dispatch_ns > host["wall_ns_per_call"] else ""
+        timing = f"{ns(host['wall_ns_per_call'])} of wall time per call, {ns(dispatch_ns)} of dispatch time{overlap}"
+    else:
+        timing = f"{ns(dispatch_ns)} of dispatches per iteration"
+    return (
+        f"[bold]{escape(Path(summary.get('model') or summary['program']).name)}[/] @{escape(summary['function'])}: "
+        f"{summary['iterations']} iterations, {timing}; "
         f"{pct(cover['dispatch_time_attributed_share'])} of dispatch time attributed to source locations, "
         f"{cover['call_sites_mapped']}/{cover['call_sites']} call sites mapped"
         + (f"; {initializer} more run once at load (not timed)" if initializer else "")
     )
+
+
+def print_notes(summary: dict, console: Console) -> None:
+    """Host time, lost events, a second run, the device's time split, a loaded machine and the memory peak."""
     if host_text := host_time_text(summary):
         console.print(escape(host_text))
-    missing, flushed = missing_events_text(summary), flushed_run_text(summary)
-    if missing:
+    if missing := missing_events_text(summary):
         console.print(f"[bold red]warning:[/] {escape(missing)}")
-    if flushed:
+    if flushed := flushed_run_text(summary):
         console.print(f"note: {escape(flushed)}")
-    parts = device_time_parts(summary)
-    if parts:
+    if parts := device_time_parts(summary):
         wall = summary["device_time"]["wall_ns_per_iteration"]
         console.print(
             f"{escape(str(summary['target'].get('device_name')))} ({summary['target']['device']}), medians per iteration: "
@@ -117,31 +136,36 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
             f"[yellow]warning:[/] the machine was loaded during the run: the slow iterations took "
             f"{summary['iteration_spread']:.1f}× the fast ones (p90/p10), so times are inflated and noisy; profile again on a quieter machine"
         )
-    memory = memory_text(summary.get("memory"))
-    if memory:
+    if memory := memory_text(summary.get("memory")):
         console.print(escape(memory))
-    print_components(result, console, iterations)
+
+
+def print_hot_lines(result: Profile, console: Console, iterations: int, top: int) -> None:
+    """The source lines with the most user self time, then the strategies that help them."""
     lines = result.source_lines
-    if not lines.empty:
-        hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
-        shown = short_paths(list(hot["file"]))
-        table = Table(title="Hottest source lines (self time; library frames count for the line calling them)", title_justify="left")
-        line_width = max((len(shown.get(f, f)) + len(str(n)) + 1 for f, n in zip(hot["file"], hot["line"])), default=4)
-        table.add_column("line", no_wrap=True, min_width=line_width)
-        for column, width in (("self", 6), ("per iter.", 9), ("incl.", 6)):
-            table.add_column(column, justify="right", no_wrap=True, min_width=width)
-        table.add_column("ops", no_wrap=True, overflow="ellipsis", max_width=24)
-        table.add_column("call sites", no_wrap=True, overflow="ellipsis", max_width=12)
-        for row in hot.itertuples():
-            sites = str(row.call_site_ids or "").split(";")
-            table.add_row(
-                escape(f"{shown.get(row.file, row.file)}:{row.line}"), pct(row.user_self_share), ns(row.user_self_ns / iterations),
-                pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
-            )
-        console.print(table)
-        print_strategies(result, console, lambda path: shown.get(path, path))
-    if cover.get("dispatch_time_with_source_lines_share", 1.0) < 1.0 and not result.source_ops.empty:
-        print_hot_ops(result, console, iterations, top)
+    if lines.empty:
+        return
+    hot = lines[lines["user_self_ns"] > 0].sort_values("user_self_ns", ascending=False, kind="stable").head(top)
+    shown = short_paths(list(hot["file"]))
+    table = Table(title="Hottest source lines (self time; library frames count for the line calling them)", title_justify="left")
+    line_width = max((len(shown.get(f, f)) + len(str(n)) + 1 for f, n in zip(hot["file"], hot["line"])), default=4)
+    table.add_column("line", no_wrap=True, min_width=line_width)
+    for column, width in (("self", 6), ("per iter.", 9), ("incl.", 6)):
+        table.add_column(column, justify="right", no_wrap=True, min_width=width)
+    table.add_column("ops", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("call sites", no_wrap=True, overflow="ellipsis", max_width=12)
+    for row in hot.itertuples():
+        sites = str(row.call_site_ids or "").split(";")
+        table.add_row(
+            escape(f"{shown.get(row.file, row.file)}:{row.line}"), pct(row.user_self_share), ns(row.user_self_ns / iterations),
+            pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
+        )
+    console.print(table)
+    print_strategies(result, console, lambda path: shown.get(path, path))
+
+
+def print_hot_dispatches(result: Profile, console: Console, top: int) -> None:
+    """The call sites by median × count, then the next step for the hottest."""
     dispatches = Table(title="Hottest dispatches (by median × count)", title_justify="left")
     # the export name carries the root op's kind and shape; numbers keep their width, the name is cut
     for column, width in (("#", 3), ("export", 0), ("median", 8), ("p90", 8), ("share", 6), ("noisy", 5), ("bound", 11), ("GFLOP/s", 7)):
@@ -156,15 +180,17 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
             lower_bound_mark(getattr(row, "lower_bound", None)) + rate(getattr(row, "gflops_s", None), ""),
         )
     console.print(dispatches)
-    steps = [(row.call_site, text_or_empty(getattr(row, "next_step", None))) for row in ranked.head(NEXT_STEPS_SHOWN).itertuples()]
-    for call_site, step in steps:
-        if step:
-            console.print(f"  #{call_site}: {escape(concrete(step, result))}")
-    audit = cover["audit_counts"]
-    reasons = cover.get("audit_reasons", {})
+    for row in ranked.head(NEXT_STEPS_SHOWN).itertuples():
+        if step := text_or_empty(getattr(row, "next_step", None)):
+            console.print(f"  #{row.call_site}: {escape(concrete(step, result))}")
+
+
+def print_audit(result: Profile, console: Console) -> None:
+    """What the provenance could not map, by reason, and where the profile was written."""
+    cover = result.summary["coverage"]
     console.print(
-        "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in audit.items())
-        + "".join(f"\n  {count} {escape(reason)}" for reason, count in reasons.items())
+        "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in cover["audit_counts"].items())
+        + "".join(f"\n  {count} {escape(reason)}" for reason, count in cover.get("audit_reasons", {}).items())
         + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
     )
 
