@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tracelink.report import build_report
-from tracelink.report.html import TEMPLATE_FILE_LINES
+from tracelink.report.source_view import TEMPLATE_FILE_LINES
 from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX, name_scope
 
 LAYERS = 500

@@ -1,0 +1,273 @@
+"""The viewer's data contract: the JSON that report.html embeds in ``<script type="application/json"
+id="tl-data">`` for ``viewer/report.js``, and the one function that builds it.
+
+The page is complete without it; the viewer reads it for what markup cannot hold cheaply: which call
+sites and lines a line or op is connected to, the graph's adjacency and placement. An object of the
+JSON is a ``TypedDict`` here, an array read by position a ``NamedTuple`` (it is written as an array);
+each key is documented under it. The records a big program has thousands of (lines, ops, call sites)
+have keys of one or two letters, and positional records are arrays: the JSON is a large part of a big
+program's page.
+``tests/test_report_contract.py`` checks a real page's data and the keys the viewer reads against
+these types.
+"""
+
+# No ``from __future__ import annotations``: TypedDict sees NotRequired only in evaluated annotations.
+from typing import NamedTuple, NotRequired, TypedDict
+
+from tracelink.report.drill import dumped_call_site
+from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout
+from tracelink.report.model import ReportModel
+
+# A call site's role codes: what an op (or a line's ops) does in the dispatch.
+ROLE_CODES = {"root": "r", "producer": "p", "init": "i", "absorbed": "a"}
+
+
+class SiteRole(NamedTuple):
+    """A call site a line or op computes in."""
+
+    index: int
+    """the call site's number, its key in ``cs``"""
+    role: str
+    """its role there: ``r`` root op, ``p`` fused producer, ``i`` init (a fill), ``a`` absorbed (any other role as named)"""
+
+
+class FileRecord(TypedDict):
+    """A source file the page shows (``files``, in tab order)."""
+
+    id: str
+    """``f0``, ``f1``…: the file part of line keys (``f0:12``) and of element ids (``file-f0``, ``L-f0-12``)"""
+    name: str
+    """its file name"""
+    path: str
+    """its path as locations name it"""
+
+
+class LineRecord(TypedDict):
+    """A source line with ops (``lines``, keyed ``<file id>:<line number>``)."""
+
+    s: float
+    """self share of all dispatch time"""
+    t: float
+    """self time per iteration, ns"""
+    cs: list[SiteRole]
+    """the call sites that give it time (not those where it is only an init op)"""
+    ops: list[str]
+    """its source ops, keys of ``ops``"""
+
+
+class OpRecord(TypedDict):
+    """A source op that feeds a call site or sits at a line (``ops``, keyed by its graph node id)."""
+
+    l: str  # noqa: E741  (the viewer's key)
+    """its label (location name, or file:line)"""
+    n: str
+    """its op names (``linalg.matmul, linalg.fill``)"""
+    s: float
+    """its share of all dispatch time"""
+    ln: list[str]
+    """the line keys it sits at (``lines``), innermost position first"""
+    cs: list[SiteRole]
+    """the call sites it computes in"""
+
+
+class SiteOp(NamedTuple):
+    """A source op of a call site."""
+
+    op: str
+    """the op, a key of ``ops``"""
+    role: str
+    """its role in the dispatch, coded as in :class:`SiteRole`"""
+    fraction: float
+    """its share of the dispatch's time"""
+
+
+class CallSiteRecord(TypedDict):
+    """A dispatch call site (``cs``, keyed by its number as text)."""
+
+    e: str
+    """its export (the dispatch function)"""
+    x: str | None
+    """its executable's id, a key of ``exe`` (null when the executable is unknown)"""
+    root: str
+    """its root op (the op codegen tiles)"""
+    s: float
+    """its share of all dispatch time"""
+    m: float
+    """the mean time of one execution, ns"""
+    ops: list[SiteOp]
+    """its source ops"""
+    ln: list[str]
+    """the line keys it computes"""
+
+
+class ExecutableRecord(TypedDict):
+    """An executable whose source the drill-downs show (``exe``, keyed ``x0``, ``x1``…, the id of its ``t-x…`` template)."""
+
+    n: str
+    """its name"""
+    cs: list[int]
+    """the call sites it serves"""
+    dumped: int | None
+    """the call site whose locations IREE's (deduplicated) dump carries: its ops mark the source lines"""
+
+
+class PlacedNode(NamedTuple):
+    """Where a node of a graph view sits."""
+
+    x: float
+    """left edge, px"""
+    y: float
+    """top edge, px, with every group expanded"""
+    w: float
+    """width, px"""
+    group: str | None
+    """its group's id (source ops only), else null"""
+
+
+class PlacedGroup(NamedTuple):
+    """A group of source ops in a graph view."""
+
+    id: str
+    """``g0``, ``g1``…: the ``data-g`` of its markup"""
+    y: float
+    """top of its header, px"""
+    height: float
+    """height of the header and its nodes, px"""
+
+
+class GraphView(TypedDict):
+    """One laid-out view of the graph (``graph.views``: ``full``, and ``hot`` for a big program)."""
+
+    nodes: dict[str, PlacedNode]
+    """every node the view shows, by node id (``cs:3``, ``export:…``, an op's id)"""
+    groups: list[PlacedGroup]
+    """its groups of source ops, top to bottom"""
+    height: float
+    """its height with every group expanded, px"""
+
+
+class GraphDims(TypedDict):
+    """The layout's constants (``tracelink/report/layout.py``) the viewer re-lays groups with, px."""
+
+    top: int
+    """room above the first group for the column titles"""
+    row: int
+    """vertical pitch of nodes"""
+    nodeH: int
+    """height of a node"""
+    header: int
+    """height of a group's header"""
+    gap: int
+    """gap between groups"""
+    opX: int
+    """left edge of the source-op column"""
+    opW: int
+    """width of the source-op column"""
+
+
+class GraphData(TypedDict):
+    """The provenance graph: the adjacency of the whole graph (neighbourhoods are the whole graph's in either view) and its views."""
+
+    views: dict[str, GraphView]
+    """the views by name, the ``data-view`` of their SVG"""
+    succ: dict[str, list[str]]
+    """each node's successors (source op → call site → export → executable)"""
+    pred: dict[str, list[str]]
+    """each node's predecessors"""
+    dims: GraphDims
+    """the layout's constants"""
+
+
+class LineGain(NamedTuple):
+    """What tuning did to a line (``gains``), from ``tracelink diff``."""
+
+    speedup: float | None
+    """tuned speedup of the line's time"""
+    ci_low: float | None
+    """low end of its 95 % confidence interval (null when unknown: several ops)"""
+    ci_high: float | None
+    """high end of that interval"""
+    verdict: str
+    """``faster``, ``slower`` or the like: a class of the shown badge"""
+
+
+class ViewerData(TypedDict):
+    """The whole JSON of ``#tl-data``."""
+
+    files: list[FileRecord]
+    """the source files shown, in tab order"""
+    lines: dict[str, LineRecord]
+    """the lines with ops, by line key ``<file id>:<number>``"""
+    ops: dict[str, OpRecord]
+    """the source ops a line or call site names, by graph node id"""
+    cs: dict[str, CallSiteRecord]
+    """every call site, by its number as text"""
+    exe: dict[str, ExecutableRecord]
+    """every executable, by id"""
+    graph: GraphData
+    """the provenance graph's adjacency and views"""
+    gains: NotRequired[dict[str, LineGain]]
+    """per line key, what tuning did to it: only with a diff of a tuned profile"""
+    packed: NotRequired[str]
+    """a big page's templates (``#templates``), gzip-compressed and base64-encoded: unpacked by the viewer when first needed"""
+
+
+def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> ViewerData:
+    """The data of the page (without ``packed``, which the page adds when it packs its templates)."""
+    data = ViewerData(files=[FileRecord(id=f.id, name=f.name, path=f.path) for f in model.files], lines=line_records(model), ops=op_records(model),
+                      cs=call_site_records(model), exe=executable_records(model), graph=graph_data(layouts))
+    if model.gains is not None:
+        data["gains"] = {key: LineGain(gain.speedup, gain.ci_low, gain.ci_high, gain.verdict) for key, gain in model.gains.lines.items()}
+    return data
+
+
+def site_roles(call_sites) -> list[SiteRole]:
+    return [SiteRole(index, ROLE_CODES.get(role, role)) for index, role in call_sites]
+
+
+def line_records(model: ReportModel) -> dict[str, LineRecord]:
+    return {key: LineRecord(s=round(line.share, 6), t=round(line.mean_ns, 1), cs=site_roles(line.call_sites.items()), ops=line.ops) for key, line in model.lines.items()}
+
+
+def op_records(model: ReportModel) -> dict[str, OpRecord]:
+    """The ops a line or call site names (the others are in no dispatch and at no line: the viewer never asks)."""
+    used = {op for line in model.lines.values() for op in line.ops} | {op for site in model.call_sites for op, _, _ in site["ops"]}
+    return {
+        op: OpRecord(l=info["label"], n=info["op_names"], s=round(info["share"], 6), ln=info["lines"], cs=site_roles(info["call_sites"]))
+        for op, info in model.ops.items() if op in used
+    }
+
+
+def call_site_records(model: ReportModel) -> dict[str, CallSiteRecord]:
+    exe_ids = {name: executable.id for name, executable in model.executables.items()}
+    return {
+        str(site["index"]): CallSiteRecord(
+            e=site["export"], x=exe_ids.get(site["executable"]), root=site["root_op"], s=round(site["share"] or 0.0, 6), m=round(site["mean_ns"] or 0.0, 1),
+            ops=[SiteOp(op, ROLE_CODES.get(role, role), round(fraction, 4)) for op, role, fraction in site["ops"]], ln=site["lines"],
+        )
+        for site in model.call_sites
+    }
+
+
+def executable_records(model: ReportModel) -> dict[str, ExecutableRecord]:
+    return {
+        executable.id: ExecutableRecord(n=executable.name, cs=executable.call_sites, dumped=dumped_call_site(model, executable))
+        for executable in model.executables.values()
+    }
+
+
+def graph_data(layouts: dict[str, GraphLayout]) -> GraphData:
+    succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
+    for source, target, _ in layouts["full"].edges:  # neighbourhoods are the whole graph's, in either view
+        succ.setdefault(source, []).append(target)
+        pred.setdefault(target, []).append(source)
+    views = {
+        name: GraphView(
+            nodes={node: PlacedNode(round(p.x, 1), round(p.y, 1), p.w, p.group) for node, p in layout.nodes.items()},
+            groups=[PlacedGroup(g.id, round(g.y, 1), round(g.height, 1)) for g in layout.groups], height=round(layout.height, 1),
+        )
+        for name, layout in layouts.items()
+    }
+    dims = GraphDims(top=TOP, row=ROW, nodeH=NODE_H, header=GROUP_HEADER, gap=GROUP_GAP, opX=COLUMNS["source_op"][0], opW=COLUMNS["source_op"][1])
+    return GraphData(views=views, succ=succ, pred=pred, dims=dims)
