@@ -16,8 +16,9 @@
 //                              dispatches that started earlier than this after load
 //   IREE_HOOK_PERF_EVENT_TYPES comma-separated perf events (see hook_events.c)
 //   IREE_HOOK_LIST_EVENT_TYPES print the accepted event names and exit
-// The library only records, one record per workgroup call; tracelink groups the calls
-// into dispatches, converts timestamps, and computes and prints the statistics.
+// The library only records, one record per workgroup call and each dispatch's push
+// constants (its dynamic sizes); tracelink groups the calls into dispatches, converts
+// timestamps, and computes and prints the statistics.
 //
 // Per-call cost matters (a workgroup can take under a microsecond), so the hot path
 // takes no lock and touches no shared cache line: two TSC reads, sched_getcpu, and
@@ -51,6 +52,7 @@
 #endif
 
 #include "hook_abi.h"
+#include "hook_constants.h"
 #include "hook_events.h"
 #include "hook_output.h"
 #include "hook_trampolines.h"
@@ -197,6 +199,7 @@ typedef struct tl_thread_t {
   // sees whole records only.
   _Atomic uint32_t count;
   uint8_t* records;
+  tl_constants_buffer_t constants;  // push constants of the dispatches this thread started
   tl_counter_group_t counters;
 } tl_thread_t;
 
@@ -209,7 +212,13 @@ static tl_thread_t* g_threads;
 static uint32_t g_thread_count;
 static bool g_counter_failure_reported;
 
+// Writes a thread's buffered records and push constants (the caller resets the buffers).
 static void tl_write_records_locked(tl_thread_t* thread) {
+  uint32_t used = atomic_load_explicit(&thread->constants.used, memory_order_acquire);
+  if (used) {
+    struct iovec part = {thread->constants.bytes, used};
+    tl_output_chunk(g_fd, TL_CHUNK_CONSTANTS, &part, 1);
+  }
   uint32_t count = atomic_load_explicit(&thread->count, memory_order_acquire);
   if (count == 0) return;
   uint64_t calibration[2] = {tl_ticks(), tl_now_ns()};
@@ -221,18 +230,22 @@ static void tl_write_records_locked(tl_thread_t* thread) {
 static void tl_thread_free(tl_thread_t* thread) {
   tl_counter_group_close(&thread->counters, g_event_count);
   free(thread->records);
+  free(thread->constants.bytes);
   free(thread);
 }
 
 static tl_thread_t* tl_thread_register(void) {
   tl_thread_t* thread = calloc(1, sizeof(*thread));
   uint8_t* records = thread ? malloc(TL_RECORDS_PER_FLUSH * g_record_size) : NULL;
-  if (!records) {
+  uint8_t* constants = records ? malloc(TL_CONSTANTS_BUFFER_BYTES) : NULL;
+  if (!constants) {
+    free(records);
     free(thread);
     tls_thread = &g_untracked;
     return &g_untracked;
   }
   thread->records = records;
+  thread->constants.bytes = constants;
   int failed = tl_counter_group_open(&thread->counters, g_config.events, g_event_count);
 
   char name[64];
@@ -292,6 +305,7 @@ static void tl_thread_flush(tl_thread_t* thread) {
   pthread_mutex_lock(&g_lock);
   if (atomic_load(&g_state) == TL_RECORDING) tl_write_records_locked(thread);
   atomic_store_explicit(&thread->count, 0, memory_order_relaxed);
+  atomic_store_explicit(&thread->constants.used, 0, memory_order_relaxed);
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -315,6 +329,22 @@ static void tl_append(tl_thread_t* thread, const tl_record_t* record, const uint
                       : after[i] - before[i];
   }
   atomic_store_explicit(&thread->count, count + 1, memory_order_release);
+}
+
+// Once per dispatch (its first workgroup), after the timed call.
+static void tl_append_constants(tl_thread_t* thread, const tl_record_t* record,
+                                const tl_abi_dispatch_state_t* dispatch_state) {
+  uint16_t count = dispatch_state->push_constant_count;
+  tl_constants_entry_t entry = {
+      .dispatch_key = record->dispatch_key,
+      .start_ticks = record->start_ticks,
+      .export_id = record->export_id,
+      .count = count,
+      .stored = count < TL_MAX_CONSTANTS ? count : TL_MAX_CONSTANTS,
+  };
+  if (tl_constants_append(&thread->constants, &entry, dispatch_state->push_constants) == 0) return;
+  tl_thread_flush(thread);
+  tl_constants_append(&thread->constants, &entry, dispatch_state->push_constants);
 }
 
 __attribute__((noinline)) static int tl_dispatch(uint32_t id, const void* environment,
@@ -362,6 +392,10 @@ __attribute__((noinline)) static int tl_dispatch(uint32_t id, const void* enviro
       .cpu = cpu,
   };
   tl_append(thread, &record, before, after);
+  if (dispatch_state->push_constant_count && !workgroup_state->workgroup_id_x &&
+      !workgroup_state->workgroup_id_y && !workgroup_state->workgroup_id_z) {
+    tl_append_constants(thread, &record, dispatch_state);
+  }
   return status;
 }
 

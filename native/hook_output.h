@@ -21,6 +21,8 @@
 //           (tl_record_t then event_count u64 counter deltas, UINT64_MAX when a
 //           counter could not be read).
 //   NOTICE  u32 kind (tl_notice_kind_t); u32 value; NUL-terminated text.
+//   CONSTANTS  entries back to back, one per dispatch: tl_constants_entry_t then
+//           `stored` u32 push constant values (hook_constants.h).
 //   END     u64 ticks, u64 ns (a last clock pair); u64 thread_count. Only after a
 //           clean exit.
 
@@ -40,6 +42,7 @@ typedef enum tl_chunk_tag_t {
   TL_CHUNK_RECORDS = 4,
   TL_CHUNK_NOTICE = 5,
   TL_CHUNK_END = 6,
+  TL_CHUNK_CONSTANTS = 7,
 } tl_chunk_tag_t;
 
 typedef enum tl_notice_kind_t {

@@ -9,6 +9,7 @@ import networkx as nx
 
 from tracelink.errors import TracelinkError
 from tracelink.provenance.call_sites import CallSite, host_location_frames, read_call_sites
+from tracelink.provenance.executable_workloads import ConstantsOfRun
 from tracelink.provenance.executables import ExportInfo, read_exports
 from tracelink.provenance.graph import build_graph
 from tracelink.ir_utils import new_context, parse_file
@@ -32,15 +33,20 @@ def phase_dump(phases: Path, phase: str) -> Path:
     return found[0]
 
 
-def build_provenance(program: InputProgram, artifacts: Path, entry: str, argument_shapes: list[tuple[int, ...] | None] | None = None) -> Provenance:
+def build_provenance(
+    program: InputProgram, artifacts: Path, entry: str, argument_shapes: list[tuple[int, ...] | None] | None = None,
+    constants_of_run: ConstantsOfRun | None = None,
+) -> Provenance:
     """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``;
-    ``argument_shapes`` (the run's input shapes) fix the dispatches' dynamic sizes."""
+    ``argument_shapes`` (the run's input shapes) fix the dispatches' dynamic sizes, and where one is
+    still unknown, the push constants ``constants_of_run`` gives (called only then)."""
     context = new_context()
     phases = artifacts / "phases"
     normalise = Normaliser(program.enclosing_locations)
     hal_module = parse_file(phase_dump(phases, "hal"), context)
     call_sites = read_call_sites(hal_module, entry, normalise)
-    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes)
+    regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes,
+                           constants_of_run, artifacts / "executables")
     exports = read_exports(artifacts / "executables", artifacts, context)
     input_phase = parse_file(phase_dump(phases, "input"), context)
     graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise))

@@ -35,6 +35,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from tracelink.ir_utils import attr, new_context, parse_file, static_shape, symbol_name, symbol_ref_leaf, top_level, walk
+from tracelink.provenance.executable_workloads import ConstantsOfRun, DispatchConstants, ExportWorkloads, entry_constants, workload_seeds
 from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.runtime_sizes import RuntimeSizes
 
@@ -42,6 +43,7 @@ STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
 NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
 INIT_OPS = ("linalg.fill",)
 CODE_OPS = ("util.func", "func.func", "util.initializer")
+INITIALIZER_PREFIX = "_initializer_"  # initializers have no name: _initializer_0, _initializer_1, ... in order
 ARITHMETIC_PREFIXES = ("arith.", "math.")
 # FLOPs per element of ops that carry no body: softmax along a dimension is a max, a subtract, an exp,
 # a sum and a divide per element (each transcendental counted as one FLOP, as body ops are).
@@ -297,34 +299,66 @@ def structured_ops(region_op: ir.Operation) -> list[ir.Operation]:
 def read_regions(
     dispatch_creation: Path, flow: Path, normalise: Normaliser, context: ir.Context | None = None,
     entry: str | None = None, argument_shapes: list[tuple[int, ...] | None] | None = None,
+    constants_of_run: ConstantsOfRun | None = None, executables: Path | None = None,
 ) -> list[DispatchRegion]:
     """Every dispatch region with its costs per location, and the export the flow phase gives it.
 
     ``argument_shapes`` are the shapes the run gives function ``entry``'s arguments: they fix the
-    dynamic sizes of that function's dispatches (:mod:`tracelink.provenance.runtime_sizes`).
+    dynamic sizes of that function's dispatches (:mod:`tracelink.provenance.runtime_sizes`). When a
+    size of one of them is still unknown, ``constants_of_run`` is called for the push constants of a
+    run, and the regions they fix are costed again (:func:`with_run_constants`; ``executables``: the
+    executable dumps, which say how constants become sizes).
     """
     context = context or new_context()
-    regions: list[DispatchRegion] = []
-    # Keep each module referenced while walking it: the bindings free a module's ops with it.
+    # Keep each module referenced while its ops are used: the bindings free a module's ops with it.
     created = parse_file(dispatch_creation, context)
+    exports = flow_exports(parse_file(flow, context))
+    regions: list[DispatchRegion] = []
+    region_ops: list[ir.Operation] = []
     for code_name, code_op in code_blocks(created):
-        ordinal = 0
         run = RuntimeSizes(argument_shapes if code_name == entry else None)
-        for op in walk(code_op):
-            if op.name == "flow.dispatch.workgroups":
-                region = region_costs(op, normalise, run)
-                region.function, region.ordinal = code_name, ordinal
-                regions.append(region)
-                ordinal += 1
+        for ordinal, op in enumerate(op for op in walk(code_op) if op.name == "flow.dispatch.workgroups"):
+            region = region_costs(op, normalise, run)
+            region.function, region.ordinal, region.export = code_name, ordinal, exports.get((code_name, ordinal))
+            regions.append(region)
+            region_ops.append(op)
+    unknown = any(not region.cost_exact for region in regions if region.function == entry)
+    constants = constants_of_run() if unknown and constants_of_run is not None and executables is not None else None
+    if constants:
+        workloads = ExportWorkloads(executables, context)
+        return with_run_constants(regions, region_ops, constants, workloads, normalise, RuntimeSizes(argument_shapes), entry)
+    return regions
+
+
+def flow_exports(outlined: ir.Module) -> dict[tuple[str, int], str]:
+    """The export each dispatch of the flow phase calls, by (function, ordinal)."""
     exports: dict[tuple[str, int], str] = {}
-    outlined = parse_file(flow, context)
     for code_name, code_op in code_blocks(outlined):
         dispatches = [op for op in walk(code_op) if op.name == "flow.dispatch"]
         for ordinal, op in enumerate(dispatches):
             exports[(code_name, ordinal)] = symbol_ref_leaf(attr(op, "entry_points")[0])
-    for region in regions:
-        region.export = exports.get((region.function, region.ordinal))
-    return regions
+    return exports
+
+
+def with_run_constants(
+    regions: list[DispatchRegion], region_ops: list[ir.Operation], constants: DispatchConstants,
+    workloads: ExportWorkloads, normalise: Normaliser, run: RuntimeSizes, entry: str | None,
+) -> list[DispatchRegion]:
+    """``regions`` with those of ``entry`` whose cost was not exact costed again on the workload their
+    dispatch's push constants give (:mod:`tracelink.provenance.executable_workloads`)."""
+    in_entry = [position for position, region in enumerate(regions) if region.function == entry]
+    initializer_exports = [region.export for region in regions if region.function.startswith(INITIALIZER_PREFIX)]
+    recorded = entry_constants(constants, [regions[position].export for position in in_entry], initializer_exports)
+    costed = list(regions)
+    for position, values in zip(in_entry, recorded):
+        region = regions[position]
+        if region.cost_exact or values is None or region.export is None:
+            continue
+        seeds = workload_seeds(region_ops[position], workloads.workload(region.export, values))
+        again = region_costs(region_ops[position], normalise, run.seeded(seeds))
+        again.function, again.ordinal, again.export = region.function, region.ordinal, region.export
+        costed[position] = again
+    return costed
 
 
 def code_blocks(module: ir.Module) -> list[tuple[str, ir.Operation]]:
@@ -333,7 +367,7 @@ def code_blocks(module: ir.Module) -> list[tuple[str, ir.Operation]]:
     initializers = 0
     for op in top_level(module):
         if op.name == "util.initializer":
-            blocks.append((f"_initializer_{initializers}", op))
+            blocks.append((f"{INITIALIZER_PREFIX}{initializers}", op))
             initializers += 1
         elif op.name in CODE_OPS:
             blocks.append((symbol_name(op) or "?", op))

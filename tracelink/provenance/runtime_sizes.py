@@ -1,20 +1,27 @@
-"""Dynamic sizes as the profiled run had them: the host program's index values on the run's input shapes.
+"""Dynamic sizes as the profiled run had them: the host program's index values, and each dispatch's push constants.
 
 A dispatch of a program with dynamic shapes gets its sizes at run time as push constants. The HAL
 profile does not record them (its ireeperf-jsonl records, schema 15, hold a dispatch's workgroup
 count and its function's constant *count*, not the values), and a workgroup count only bounds a size
-(it is the size divided by a tile, rounded up). What the run fixes is the shapes of its inputs, so the
-sizes are computed from them: ``hal.buffer_view.dim`` of an argument of the profiled function, through
-the host program's index arithmetic (``arith``, ``affine.apply``/``min``/``max``) into a dispatch
-region's operands, and inside the region through its loads, slices, empty tensors and the outputs of
-the ops that write them. A size that depends on tensor *data* (a value loaded from a tensor) or on a
-function other than the profiled one stays unknown, and the cost that uses it is a lower bound.
+(it is the size divided by a tile, rounded up). Two sources fix them:
+
+- the run's input shapes: ``hal.buffer_view.dim`` of an argument of the profiled function, through
+  the host program's index arithmetic (``arith``, ``affine.apply``/``min``/``max``) into a dispatch
+  region's operands, and inside the region through its loads, slices, empty tensors and the outputs of
+  the ops that write them;
+- the push constants themselves, recorded by the perf hook in a run (llvm-cpu): evaluated through the
+  executable's ``hal.interface.constant.load`` ops into its workload ordinals
+  (:mod:`tracelink.provenance.executable_workloads`), which seed the region's workload operands
+  (:meth:`RuntimeSizes.seeded`). A size that depends on tensor *data* (a value loaded from a tensor)
+  is known only this way.
+
+A size neither gives (no hook run: another device) stays unknown, and the cost that uses it is a lower bound.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
 
@@ -35,6 +42,9 @@ BINARY: dict[str, Callable[[int, int], int]] = {
     "arith.ceildivsi": lambda a, b: -(-a // b), "arith.ceildivui": lambda a, b: -(-a // b),
     "arith.remsi": lambda a, b: a - b * _trunc_div(a, b), "arith.remui": lambda a, b: a % b,
     "arith.maxsi": max, "arith.maxui": max, "arith.minsi": min, "arith.minui": min,
+    # a 64-bit size arrives as two 32-bit push constants: low | high << 32
+    "arith.shli": lambda a, b: a << b, "arith.shrui": lambda a, b: a >> b, "arith.ori": lambda a, b: a | b,
+    "arith.andi": lambda a, b: a & b,
 }
 DIVIDING = ("divsi", "divui", "floordivsi", "ceildivsi", "ceildivui", "remsi", "remui")
 # Ops whose result i is their operand i's value (casts, and IREE's markers around a size).
@@ -84,11 +94,20 @@ class RuntimeSizes:
 
     ``argument_shapes[i]`` is the shape the run gave argument ``i`` (None when unknown: a function other
     than the profiled one, or an input given without a shape). Without any, only static sizes are known.
+    ``constants`` are a dispatch's push constants, read by ``hal.interface.constant.load`` (in an executable).
     """
 
-    def __init__(self, argument_shapes: list[tuple[int, ...] | None] | None = None) -> None:
+    def __init__(self, argument_shapes: list[tuple[int, ...] | None] | None = None, constants: Sequence[int] = ()) -> None:
         self.argument_shapes = argument_shapes or []
+        self.constants = constants
         self.values: dict[ir.Value, int | None] = {}
+
+    def seeded(self, values: dict[ir.Value, int]) -> RuntimeSizes:
+        """The same run with some values known (a region's workload, from its push constants), every
+        other value computed again from them."""
+        run = RuntimeSizes(self.argument_shapes, self.constants)
+        run.values.update(values)
+        return run
 
     def value(self, value: ir.Value) -> int | None:
         """The integer an index (or integer) value held in the run, or None when it is not known."""
@@ -106,6 +125,9 @@ class RuntimeSizes:
         if name == "arith.constant":
             constant = attr(op, "value")
             return constant.value if isinstance(constant, ir.IntegerAttr) else None
+        if name == "hal.interface.constant.load":
+            ordinal = attr(op, "ordinal")
+            return self.constants[ordinal.value] if isinstance(ordinal, ir.IntegerAttr) and ordinal.value < len(self.constants) else None
         if name == "hal.buffer_view.dim":
             view = op.operands[0]
             shape = self._argument_shape(view) if isinstance(view, ir.BlockArgument) else None

@@ -1,0 +1,77 @@
+"""Each dispatch's push constants in one call of the profiled function: a short run under the perf hook.
+
+A dispatch of a program with dynamic shapes gets its sizes as push constants, and the cost model
+needs them; the run's input shapes give most of them through the host program's arithmetic, but a
+size computed from tensor *data* (or through host code the evaluator does not follow) is known only
+in the run. The hook records every dispatch's push constants (:mod:`tracelink.collect.hook_records`).
+
+:class:`HookedSizes` is what the provenance stage calls when a size is still unknown after the static
+evaluation (:func:`tracelink.provenance.regions.read_regions`): it runs the function once with
+``iree-run-module`` on ``local-sync`` (dispatches one at a time, in program order) under the hook, on a
+build whose executables are system libraries (the hook sees no embedded ELF): the profile's own build
+when it was made so (``--collector hook``), else the same program built again with the same flags and
+``--iree-llvmcpu-link-embedded=false`` into ``artifacts/sizes``. llvm-cpu only: on a GPU no hook runs and
+the sizes stay unknown. A failed run leaves them unknown too, and says why (:attr:`HookedSizes.summary`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from tracelink.collect.hook import run_hooked
+from tracelink.compile import CompileOptions, CompileResult, compile_program
+from tracelink.compile.targets import device_target
+from tracelink.errors import TracelinkError, first_line
+from tracelink.iree_tools import run_module_command
+from tracelink.provenance.executable_workloads import DispatchConstants
+
+SYSTEM_LIBRARY_FLAG = "--iree-llvmcpu-link-embedded=false"
+SIZES_DIR = "sizes"
+
+
+class HookedSizes:
+    """The push constants of one call of ``entry`` (a :data:`~tracelink.provenance.executable_workloads.ConstantsOfRun`)."""
+
+    def __init__(
+        self, compiled: CompileResult, options: CompileOptions, entry: str, inputs: Sequence[str],
+        parameters: Sequence[str], artifacts: Path, timeout_s: float,
+    ) -> None:
+        self.compiled, self.options, self.entry = compiled, options, entry
+        self.inputs, self.parameters = list(inputs), list(parameters)
+        self.directory, self.timeout_s = artifacts / SIZES_DIR, timeout_s
+        self.summary: dict = {}  # what profile.json says of the run: its seconds, a rebuild, a failure
+
+    def __call__(self) -> DispatchConstants | None:
+        if device_target(self.options.device).is_gpu:
+            return None
+        started = time.perf_counter()
+        try:
+            return self._constants()
+        except TracelinkError as error:
+            self.summary["failure"] = first_line(error)
+            return None
+        finally:
+            self.summary["seconds"] = round(time.perf_counter() - started, 3)
+
+    def _constants(self) -> DispatchConstants:
+        vmfb = self.compiled.vmfb if SYSTEM_LIBRARY_FLAG in self.compiled.flags else self._system_library_build()
+        command = run_module_command(vmfb, self.entry, self.inputs, self.parameters, device="local-sync")
+        hooked = run_hooked(command, self.directory / "hook", timeout_s=self.timeout_s, log=self.directory / "run.log")
+        constants: dict[str, list[tuple[int, ...]]] = {}
+        for export, values in zip(hooked.events["export"], hooked.constants):
+            if isinstance(export, str):
+                constants.setdefault(export, []).append(values or ())
+        return constants
+
+    def _system_library_build(self) -> Path:
+        """The program built again with system-library executables; only its module is kept."""
+        started = time.perf_counter()
+        built = compile_program(self.compiled.input_path, self.directory, replace(self.options, link_embedded=False))
+        for dump in (built.phases, built.executables):
+            shutil.rmtree(dump, ignore_errors=True)
+        self.summary["rebuild_seconds"] = round(time.perf_counter() - started, 3)
+        return built.vmfb
