@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from tracelink.profile_dir import Profile
 
 from tracelink.errors import TracelinkError  # the package's error, for users: `except tracelink.TracelinkError`
+from tracelink.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["TracelinkError", "__version__", "profile"]
 
 

@@ -14,7 +14,7 @@ import sys
 
 from rich.text import Text
 
-from tracelink import __version__
+from tracelink.version import __version__
 from tracelink.errors import TracelinkError
 from tracelink.textsafe import TerminalConsole
 

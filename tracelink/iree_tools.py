@@ -14,12 +14,13 @@ from pathlib import Path
 
 from tracelink.tools import tool_path
 
+RUN_TOOL, BENCHMARK_TOOL = "iree-run-module", "iree-benchmark-module"
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def module_command(tool: str, vmfb: Path | str, function: str, inputs: Sequence[str] = (), parameters: Sequence[str] = (),
                    device: str = "local-task", extra: Sequence[str] = ()) -> list[str]:
-    """``tool`` (``iree-run-module`` or ``iree-benchmark-module``) calling ``function`` of ``vmfb`` on ``device``
+    """``tool`` (:data:`RUN_TOOL` or :data:`BENCHMARK_TOOL`) calling ``function`` of ``vmfb`` on ``device``
     with the given ``--parameters`` archives and ``--input`` values, then ``extra`` flags."""
     return [tool_path(tool), f"--module={vmfb}", f"--device={device}", f"--function={function}",
             *(f"--parameters={p}" for p in parameters), *(f"--input={i}" for i in inputs), *extra]
@@ -28,13 +29,18 @@ def module_command(tool: str, vmfb: Path | str, function: str, inputs: Sequence[
 def run_module_command(vmfb: Path | str, function: str, inputs: Sequence[str] = (), parameters: Sequence[str] = (),
                        device: str = "local-task", extra: Sequence[str] = ()) -> list[str]:
     """The ``iree-run-module`` command calling ``function`` once."""
-    return module_command("iree-run-module", vmfb, function, inputs, parameters, device, extra)
+    return module_command(RUN_TOOL, vmfb, function, inputs, parameters, device, extra)
 
 
 def benchmark_command(vmfb: Path | str, function: str, inputs: Sequence[str], parameters: Sequence[str], iterations: int,
                       device: str = "local-task") -> list[str]:
     """The ``iree-benchmark-module`` command running ``function`` exactly ``iterations`` times."""
-    return module_command("iree-benchmark-module", vmfb, function, inputs, parameters, device, [f"--benchmark_min_time={iterations}x"])
+    return module_command(BENCHMARK_TOOL, vmfb, function, inputs, parameters, device, [f"--benchmark_min_time={iterations}x"])
+
+
+def device_listing_command(driver: str) -> list[str]:
+    """The ``iree-run-module`` command listing ``driver``'s devices."""
+    return [tool_path(RUN_TOOL), f"--dump_devices={driver}"]
 
 
 def profile_export_command(bundle: Path, exported: Path) -> list[str]:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelink import __version__
+from tracelink.version import __version__
 from tracelink.errors import TracelinkError
 from tracelink.atomic import TEMPORARY_SUFFIX, link_error, make_directory, remove_path, write_text_atomic
 

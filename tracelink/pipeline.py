@@ -18,7 +18,7 @@ import networkx as nx
 import pandas as pd
 from rich.console import Console
 
-from tracelink import __version__
+from tracelink.version import __version__
 from tracelink.errors import TracelinkError
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
 from tracelink.aggregate.memory import memory_tables

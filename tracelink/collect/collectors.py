@@ -16,7 +16,7 @@ import pandas as pd
 
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_time_summary
-from tracelink.iree_tools import benchmark_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command
 from tracelink.collect.hal import export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
 from tracelink.collect.hook import label_workgroups, run_hooked
@@ -150,7 +150,7 @@ def run_device_profile(first: ToolRun, request: RunRequest) -> tuple[Path, dict]
 
 def start_tracy(request: RunRequest) -> PendingCollection:
     command = benchmark_command(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.device)
-    command[0] = str(tracy_tools().tool("iree-benchmark-module"))
+    command[0] = str(tracy_tools().tool(BENCHMARK_TOOL))
     trace = request.artifacts / "run.tracy"
 
     rebuild = gpu_executions if device_target(request.device).is_gpu else rebuild_executions

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.iree_tools import benchmark_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command, device_listing_command
 from tracelink.collect.hal import export_bundle, read_records, start_hal_profile
 from tracelink.collect.machine import Machine
 from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores
@@ -68,7 +68,7 @@ PEAKS_METHOD = "fastest device-timed dispatch of a 256^3 matmul and a 64 MiB ele
 
 def device_info(driver: str, timeout_s: float) -> dict[str, str]:
     """The first device of ``driver`` as ``iree-run-module --dump_devices`` lists it (empty when none)."""
-    return parse_device_listing(run_tool([tool_path("iree-run-module"), f"--dump_devices={driver}"], timeout_s).stdout)
+    return parse_device_listing(run_tool(device_listing_command(driver), timeout_s).stdout)
 
 
 def parse_device_listing(listing: str) -> dict[str, str]:
@@ -131,7 +131,7 @@ def device_timed_dispatches(vmfb: Path, inputs: list[str], folder: Path, device:
     profiler's dispatch events, or on CUDA/HIP the tracy build's GPU zones (:mod:`tracelink.collect.tracy.gpu`)."""
     if device_target(device).timed_by == "tracy":
         command = benchmark_command(vmfb, "main", inputs, [], 2, device)
-        command[0] = str(tracy_tools().tool("iree-benchmark-module"))
+        command[0] = str(tracy_tools().tool(BENCHMARK_TOOL))
         zones = read_capture(capture_tracy(command, folder / "probe.tracy", PROBE_TIMEOUT_S)).gpu_zones
         zones = zones[zones["gpu_end_ns"] >= zones["gpu_start_ns"]]
         return list(zip(zones["name"].astype(str), (zones["gpu_end_ns"] - zones["gpu_start_ns"]).astype(int)))

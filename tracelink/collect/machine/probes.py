@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.iree_tools import benchmark_times_ns, module_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command
 from tracelink.errors import TracelinkError
 from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
 
@@ -137,7 +137,7 @@ def probe_attributes(config: str | None) -> str:
 def probe_cpu_seconds(vmfb: Path) -> float:
     """The fastest of a few repetitions of one call of the probe, by CPU time."""
     inputs = [f"{IREE_SIZE}x{IREE_SIZE}xf32=1", f"{IREE_SIZE}x{IREE_SIZE}xf32={1 / IREE_SIZE}"]
-    done = run_tool(module_command("iree-benchmark-module", vmfb, "main", inputs, device="local-sync",
+    done = run_tool(module_command(BENCHMARK_TOOL, vmfb, "main", inputs, device="local-sync",
                                    extra=["--benchmark_repetitions=5", "--benchmark_min_time=0.1s", "--benchmark_format=json"]), PROBE_TIMEOUT_S)
     if done.returncode != 0:
         raise TracelinkError(f"measuring the machine's compute peak: iree-benchmark-module failed: {done.stderr.strip()[-200:]}")
