@@ -78,7 +78,7 @@ def test_report_of_an_example_is_complete_and_self_contained(example_profiles):
     assert [int(r.get("data-cs")) for r in rows] == sorted(profile.call_sites["call_site"])
     for site in profile.call_sites["call_site"]:
         assert tree.get_element_by_id(f"t-cs-{site}") is not None
-        assert [op for op, _, _ in data["cs"][str(site)]["ops"]] == [op for op, _ in ops_of_call_site(profile.graph, int(site))]
+        assert [op for op, _ in data["cs"][str(site)]["ops"]] == [op for op, _ in ops_of_call_site(profile.graph, int(site))]
     # every executable's source is there once, its lines marked with the ops they came from
     exe_templates = tree.xpath("//template[starts-with(@id, 't-x')]")
     assert len(exe_templates) == len(nodes_of_kind(profile.graph, "executable"))

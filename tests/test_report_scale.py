@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
+from tests.test_report_contract import contract_errors, page_data
 from tracelink.report import build_report
 from tracelink.report.source_view import TEMPLATE_FILE_LINES
 from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX, name_scope
@@ -181,6 +182,14 @@ def is_accent(pixel: list[int]) -> bool:
     """The minimap's frame colour (#2563eb), not a node's (orange, grey) or the background."""
     red, green, blue, _ = pixel
     return blue > 200 and red < 90 and green < 140
+
+
+def test_big_page_data_is_the_contract(big):
+    """With what only a big page has: the hot view beside the full one, the packed templates."""
+    _, report = big
+    data = page_data(report)
+    assert contract_errors(data) == []
+    assert set(data["graph"]["views"]) == {"hot", "full"} and data["packed"]
 
 
 def test_minimap_shows_the_whole_graph_frames_the_visible_part_and_scrolls_there(browser, big):  # noqa: F811

@@ -21,6 +21,7 @@ from lxml import html as lxml_html
 
 from tests.conftest import EXAMPLES, OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
+from tests.test_report_contract import contract_errors, page_data
 from tracelink.cli import main as cli_main
 from tracelink.profile_dir import load_profile
 from tracelink.report import build_report, trace_events
@@ -249,6 +250,8 @@ def test_gains_per_line_from_a_real_diff(profiles, browser):  # noqa: F811
     assert cli_main(["diff", str(base.directory), str(tuned.directory)]) == 0  # the real `tracelink diff`
     diff = pd.read_csv(tuned.directory / "diff.csv")
     report = build_report(load_profile(tuned.directory))
+    data = page_data(report)  # the viewer's data has the gains, as the contract says
+    assert contract_errors(data) == [] and data["gains"]
     tree = lxml_html.fromstring(report.read_text(encoding="utf-8"))
     model = build_model(load_profile(tuned.directory))
     label_to_op = {info["label"]: op for op, info in model.ops.items()}

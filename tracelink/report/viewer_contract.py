@@ -2,20 +2,20 @@
 id="tl-data">`` for ``viewer/report.js``, and the one function that builds it.
 
 The page is complete without it; the viewer reads it for what markup cannot hold cheaply: which call
-sites and lines a line or op is connected to, the graph's adjacency and placement. An object of the
-JSON is a ``TypedDict`` here, an array read by position a ``NamedTuple`` (it is written as an array);
-each key is documented under it. The records a big program has thousands of (lines, ops, call sites)
-have keys of one or two letters, and positional records are arrays: the JSON is a large part of a big
-program's page.
-``tests/test_report_contract.py`` checks a real page's data and the keys the viewer reads against
-these types.
+sites and lines a line or op is connected to, the graph's adjacency and placement. It holds what the
+viewer reads and nothing else. An object of the JSON is a ``TypedDict`` here, an array read by
+position a ``NamedTuple`` (written as an array); each key is documented under it. The records a big
+program has thousands of (lines, ops, call sites) have keys of one or two letters: the JSON is a large
+part of a big program's page, and full names made a 500-call-site page 5 % bigger.
+``tests/test_report_contract.py`` checks a real page's data against these types, and that the viewer
+reads every key of them and no other.
 """
 
 # No ``from __future__ import annotations``: TypedDict sees NotRequired only in evaluated annotations.
 from typing import NamedTuple, NotRequired, TypedDict
 
 from tracelink.report.drill import dumped_call_site
-from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, ROW, TOP, GraphLayout
+from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, TOP, GraphLayout
 from tracelink.report.model import ReportModel
 
 # A call site's role codes: what an op (or a line's ops) does in the dispatch.
@@ -23,7 +23,7 @@ ROLE_CODES = {"root": "r", "producer": "p", "init": "i", "absorbed": "a"}
 
 
 class SiteRole(NamedTuple):
-    """A call site a line or op computes in."""
+    """A call site a line computes in."""
 
     index: int
     """the call site's number, its key in ``cs``"""
@@ -50,7 +50,7 @@ class LineRecord(TypedDict):
     t: float
     """self time per iteration, ns"""
     cs: list[SiteRole]
-    """the call sites that give it time (not those where it is only an init op)"""
+    """the call sites that give it time (not those where it is only an init op), in execution order"""
     ops: list[str]
     """its source ops, keys of ``ops``"""
 
@@ -62,12 +62,8 @@ class OpRecord(TypedDict):
     """its label (location name, or file:line)"""
     n: str
     """its op names (``linalg.matmul, linalg.fill``)"""
-    s: float
-    """its share of all dispatch time"""
     ln: list[str]
     """the line keys it sits at (``lines``), innermost position first"""
-    cs: list[SiteRole]
-    """the call sites it computes in"""
 
 
 class SiteOp(NamedTuple):
@@ -77,8 +73,6 @@ class SiteOp(NamedTuple):
     """the op, a key of ``ops``"""
     role: str
     """its role in the dispatch, coded as in :class:`SiteRole`"""
-    fraction: float
-    """its share of the dispatch's time"""
 
 
 class CallSiteRecord(TypedDict):
@@ -86,10 +80,6 @@ class CallSiteRecord(TypedDict):
 
     e: str
     """its export (the dispatch function)"""
-    x: str | None
-    """its executable's id, a key of ``exe`` (null when the executable is unknown)"""
-    root: str
-    """its root op (the op codegen tiles)"""
     s: float
     """its share of all dispatch time"""
     m: float
@@ -101,12 +91,9 @@ class CallSiteRecord(TypedDict):
 
 
 class ExecutableRecord(TypedDict):
-    """An executable whose source the drill-downs show (``exe``, keyed ``x0``, ``x1``…, the id of its ``t-x…`` template)."""
+    """An executable whose source the drill-downs show (``exe``, keyed ``x0``, ``x1``…: the ``data-x`` of a drill-down's
+    source slot and the id of its ``t-x…`` template)."""
 
-    n: str
-    """its name"""
-    cs: list[int]
-    """the call sites it serves"""
     dumped: int | None
     """the call site whose locations IREE's (deduplicated) dump carries: its ops mark the source lines"""
 
@@ -142,8 +129,6 @@ class GraphView(TypedDict):
     """every node the view shows, by node id (``cs:3``, ``export:…``, an op's id)"""
     groups: list[PlacedGroup]
     """its groups of source ops, top to bottom"""
-    height: float
-    """its height with every group expanded, px"""
 
 
 class GraphDims(TypedDict):
@@ -151,8 +136,6 @@ class GraphDims(TypedDict):
 
     top: int
     """room above the first group for the column titles"""
-    row: int
-    """vertical pitch of nodes"""
     nodeH: int
     """height of a node"""
     header: int
@@ -221,29 +204,27 @@ def viewer_data(model: ReportModel, layouts: dict[str, GraphLayout]) -> ViewerDa
     return data
 
 
-def site_roles(call_sites) -> list[SiteRole]:
-    return [SiteRole(index, ROLE_CODES.get(role, role)) for index, role in call_sites]
-
-
 def line_records(model: ReportModel) -> dict[str, LineRecord]:
-    return {key: LineRecord(s=round(line.share, 6), t=round(line.mean_ns, 1), cs=site_roles(line.call_sites.items()), ops=line.ops) for key, line in model.lines.items()}
+    return {
+        key: LineRecord(s=round(line.share, 6), t=round(line.mean_ns, 1), cs=[SiteRole(index, ROLE_CODES.get(role, role)) for index, role in line.call_sites.items()], ops=line.ops)
+        for key, line in model.lines.items()
+    }
 
 
 def op_records(model: ReportModel) -> dict[str, OpRecord]:
     """The ops a line or call site names (the others are in no dispatch and at no line: the viewer never asks)."""
     used = {op for line in model.lines.values() for op in line.ops} | {op for site in model.call_sites for op, _, _ in site["ops"]}
     return {
-        op: OpRecord(l=info["label"], n=info["op_names"], s=round(info["share"], 6), ln=info["lines"], cs=site_roles(info["call_sites"]))
+        op: OpRecord(l=info["label"], n=info["op_names"], ln=info["lines"])
         for op, info in model.ops.items() if op in used
     }
 
 
 def call_site_records(model: ReportModel) -> dict[str, CallSiteRecord]:
-    exe_ids = {name: executable.id for name, executable in model.executables.items()}
     return {
         str(site["index"]): CallSiteRecord(
-            e=site["export"], x=exe_ids.get(site["executable"]), root=site["root_op"], s=round(site["share"] or 0.0, 6), m=round(site["mean_ns"] or 0.0, 1),
-            ops=[SiteOp(op, ROLE_CODES.get(role, role), round(fraction, 4)) for op, role, fraction in site["ops"]], ln=site["lines"],
+            e=site["export"], s=round(site["share"] or 0.0, 6), m=round(site["mean_ns"] or 0.0, 1),
+            ops=[SiteOp(op, ROLE_CODES.get(role, role)) for op, role, _ in site["ops"]], ln=site["lines"],
         )
         for site in model.call_sites
     }
@@ -251,7 +232,7 @@ def call_site_records(model: ReportModel) -> dict[str, CallSiteRecord]:
 
 def executable_records(model: ReportModel) -> dict[str, ExecutableRecord]:
     return {
-        executable.id: ExecutableRecord(n=executable.name, cs=executable.call_sites, dumped=dumped_call_site(model, executable))
+        executable.id: ExecutableRecord(dumped=dumped_call_site(model, executable))
         for executable in model.executables.values()
     }
 
@@ -265,9 +246,9 @@ def graph_data(layouts: dict[str, GraphLayout]) -> GraphData:
     views = {
         name: GraphView(
             nodes={node: PlacedNode(round(p.x, 1), round(p.y, 1), p.w, p.group) for node, p in layout.nodes.items()},
-            groups=[PlacedGroup(g.id, round(g.y, 1), round(g.height, 1)) for g in layout.groups], height=round(layout.height, 1),
+            groups=[PlacedGroup(g.id, round(g.y, 1), round(g.height, 1)) for g in layout.groups],
         )
         for name, layout in layouts.items()
     }
-    dims = GraphDims(top=TOP, row=ROW, nodeH=NODE_H, header=GROUP_HEADER, gap=GROUP_GAP, opX=COLUMNS["source_op"][0], opW=COLUMNS["source_op"][1])
+    dims = GraphDims(top=TOP, nodeH=NODE_H, header=GROUP_HEADER, gap=GROUP_GAP, opX=COLUMNS["source_op"][0], opW=COLUMNS["source_op"][1])
     return GraphData(views=views, succ=succ, pred=pred, dims=dims)
