@@ -171,7 +171,7 @@ class LineGain(NamedTuple):
     ci_high: float | None
     """high end of that interval"""
     verdict: str
-    """``faster``, ``slower`` or the like: a class of the shown badge"""
+    """``faster`` or ``slower`` when the interval excludes 1, else ``unclear``: a class of the line's gain note"""
 
 
 class ViewerData(TypedDict):
