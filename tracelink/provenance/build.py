@@ -49,6 +49,6 @@ def build_provenance(
                            constants_of_run, artifacts / "executables")
     exports = read_exports(artifacts / "executables", artifacts, context)
     input_phase = parse_file(phase_dump(phases, "input"), context)
-    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise))
+    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise, entry, argument_shapes))
     graph.graph["entry"] = entry
     return Provenance(graph, call_sites, exports)

@@ -258,7 +258,9 @@ class MemberCosts:
     flops: dict[tuple[str, ...], float] = field(default_factory=dict)  # arithmetic only (data movement counts 0)
 
 
-def member_costs(input_phase: ir.Module, normalise: Normaliser) -> MemberCosts:
+def member_costs(
+    input_phase: ir.Module, normalise: Normaliser, entry: str | None = None, argument_shapes: list[tuple[int, ...] | None] | None = None,
+) -> MemberCosts:
     """Each source location member's own work and FLOPs in the program before fusion, by its frames.
 
     Read off the ``input`` phase (every op in linalg form, no fusion yet): each structured op's weight
@@ -266,12 +268,14 @@ def member_costs(input_phase: ir.Module, normalise: Normaliser) -> MemberCosts:
     When the compiler later merges ops into one with a fused location, a member's part of that op is
     its own work, so an elementwise op merged into a convolution takes an elementwise op's part, not
     half; the FLOPs weigh ops a raised op absorbed (a softmax's max, exp and sum) against each other.
+    Dynamic sizes of function ``entry`` take the run's ``argument_shapes`` (a size only data fixes counts 1).
     """
     costs = MemberCosts(defaultdict(float), defaultdict(float))
     for code_op in top_level(input_phase):
+        run = RuntimeSizes(argument_shapes if code_op.name in CODE_OPS and symbol_name(code_op) == entry else None)
         for op in structured_ops(code_op):
             members = normalise(op.location).members
-            weight, flops = op_weight(op), op_flops(op, body_ops(op))
+            weight, flops = op_weight(op, run), op_flops(op, body_ops(op), run)
             for member in members:
                 costs.work[member.frames] += weight / len(members)
                 costs.flops[member.frames] += flops / len(members)

@@ -185,8 +185,11 @@ class RuntimeSizes:
 
     def _dynamic_sizes(self, value: ir.Value, shape: tuple[int, ...]) -> list[int] | None:
         """The dynamic sizes of a tensor value in order (-1 where unknown), from the op that makes it."""
-        if isinstance(value, ir.BlockArgument):
-            return None
+        if isinstance(value, ir.BlockArgument):  # a tensor argument of the profiled function (the input phase)
+            given = self._argument_shape(value)
+            if given is None or len(given) != len(shape):
+                return None
+            return [size for size, wanted in zip(given, shape) if wanted < 0]
         result = ir.OpResult(value)
         op = result.owner
         op = op.operation if not isinstance(op, ir.Operation) else op
