@@ -364,7 +364,7 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
 
     from tracelink.cli import build_parser
     from tracelink.outdir import claim_output, locked
-    from tracelink.tune.run import TrialLog, write_table
+    from tracelink.tune.trial_log import TrialLog, write_table
 
     def handle(*argv: str) -> None:
         """The command's own handler on arguments its real parser read (no exit-code mapping)."""

@@ -25,7 +25,8 @@ from lxml import html as lxml_html
 from rich.console import Console
 
 from tests.conftest import REPO, SHARED, run_profile
-from tracelink.aggregate.advice import HELPED, STRATEGIES_FILE
+from tracelink.aggregate.advice import HELPED
+from tracelink.aggregate.tune_record import STRATEGIES_FILE
 from tracelink.aggregate.utilization import FAR_FROM_ROOFS
 from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile

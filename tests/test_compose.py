@@ -16,10 +16,11 @@ from tests.conftest import REPO
 from tracelink.errors import TracelinkError
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, input_program, source_lines
+from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, composition_plans, input_program, source_lines
 from tracelink.tune.spec import compile_variant
-from tracelink.tune.strategy import (OPTIONS, Candidate, Option, SearchResult, composition_plans, option_flags,
-                                     outputs_agree, run_outputs)
+from tracelink.tune.outputs import outputs_agree, run_outputs
+from tracelink.tune.strategy import SearchResult
+from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, option_flags
 
 PROGRAM = REPO / "tests" / "data" / "two_convs.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]

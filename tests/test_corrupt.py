@@ -108,7 +108,7 @@ def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, 
 
 
 def test_a_trials_table_cut_mid_row_resumes_without_the_partial_row(tmp_path):
-    from tracelink.tune.run import TRIAL_COLUMNS, TrialLog
+    from tracelink.tune.trial_log import TRIAL_COLUMNS, TrialLog
 
     path = tmp_path / "trials.csv"
     row = ",".join("1" if c in ("number", "trial") else "x" for c in TRIAL_COLUMNS)

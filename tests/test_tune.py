@@ -36,7 +36,8 @@ from tracelink.tune.diff import diff_profiles
 from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.tune.stats import NOT_SIGNIFICANT
-from tracelink.tune.run import FLAG_BASELINES, Outcome, composable_with, select_targets, validate_in_program
+from tracelink.tune.program_check import FLAG_BASELINES, composable_with, validate_in_program
+from tracelink.tune.targets import Outcome, select_targets
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task
 from tracelink.tune.space import SpaceOptions, TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning

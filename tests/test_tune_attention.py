@@ -19,7 +19,9 @@ from rich.console import Console
 from tests.conftest import EXAMPLES, run_profile
 from tests.vit_model import vit_source
 from tracelink.profile_dir import load_profile
-from tracelink.tune.strategy import Budget, StrategyOptions, StrategySearch, option_flags, per_line_rows
+from tracelink.tune.per_line import per_line_rows
+from tracelink.tune.strategy import Budget, StrategySearch
+from tracelink.tune.strategy_space import StrategyOptions, option_flags
 from tracelink.tune_command import _profile_builder
 
 pytest.importorskip("transformers")

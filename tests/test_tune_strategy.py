@@ -36,8 +36,11 @@ from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.stats import summarize
 from tracelink.tune.session import Session
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
-from tracelink.tune.strategy import (STATUSES, Budget, SearchResult, StrategyOptions, StrategySearch, option_flags,
-                                     outputs_agree, per_line_rows)
+from tracelink.aggregate.tune_record import STATUSES
+from tracelink.tune.outputs import outputs_agree
+from tracelink.tune.per_line import per_line_rows
+from tracelink.tune.strategy import Budget, SearchResult, StrategySearch
+from tracelink.tune.strategy_space import StrategyOptions, option_flags
 from tracelink.tune_command import _profile_builder, apply_command
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
@@ -220,7 +223,7 @@ def test_an_exhausted_budget_keeps_a_valid_table(tuned, tmp_path):
 
 
 def test_combined_options_share_one_preprocessing_pipeline():
-    from tracelink.tune.strategy import OPTIONS, combine, option_flags
+    from tracelink.tune.strategy_space import OPTIONS, combine, option_flags
 
     options = {option.name: option for option in OPTIONS}
     extra = combine([options["channels-last"], options["im2col"], options["data-tiling"]])
@@ -236,7 +239,7 @@ def test_combined_options_share_one_preprocessing_pipeline():
 def test_the_final_race_decides_and_an_unconfirmed_earlier_faster_is_not_kept():
     # The advice names only strategies whose status is "faster"; when the last, longest race finds none
     # faster, a "faster" from an earlier three-round race must not survive beside "no strategy was faster".
-    from tracelink.tune.strategy import OPTIONS, UNCONFIRMED, Candidate, settle
+    from tracelink.tune.strategy_space import OPTIONS, UNCONFIRMED, Candidate, settle
 
     options = {option.name: option for option in OPTIONS}
 

@@ -13,7 +13,8 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate.advice import Strategies, advise, read_strategies
+from tracelink.aggregate.advice import advise
+from tracelink.aggregate.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
 from tracelink.outdir import FORMAT_VERSION, MARKER

@@ -13,8 +13,12 @@ from tracelink.errors import TracelinkError
 from tracelink.outdir import locked, refuse_foreign_file
 
 if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning
+    from rich.console import Console
+
     from tracelink.profile_dir import Profile
-    from tracelink.tune.run import Outcome
+    from tracelink.tune.config import TuneConfig
+    from tracelink.tune.session import Session
+    from tracelink.tune.targets import Outcome
 
 TUNER_NAMES = ("xgb", "random", "grid")
 
@@ -70,13 +74,39 @@ def _positive(value: int | None, flag: str) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
-    from rich.markup import escape
-
     from tracelink.textsafe import TerminalConsole
 
-    from tracelink.profile_dir import load_profile
+    config = _config(args)
+    console = TerminalConsole(stderr=True, highlight=False)
+    profile, session = _tune(args, config, console)
+    out = TerminalConsole(highlight=False, stderr=args.json)
+    if session.strategies is not None:
+        _print_strategies(out, session.strategies)
+    _print_outcomes(out, session.outcomes)
+    if session.tile_note:
+        out.print(session.tile_note, markup=False, soft_wrap=True)
+    trials = session.tuned_profile.directory / "tune" / "trials.csv"
+    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its
+    # import; a per-op composition that won is a rewritten program of its own
+    program = profiled_program(profile, session.strategy_program())
+    _print_verdict(out, profile, session, program, trials)
+    command = apply_command(profile, session)
+    if command is not None:  # runs as printed, from any directory, and builds what was raced
+        out.print(f"apply it: {shlex.join(command)}", markup=False, soft_wrap=True)
+    if args.json:
+        from tracelink.report.json_output import dump, tune_document
+
+        document = tune_document(session.outcomes, session.tuning.spec if session.tuning else None, session.check, trials)
+        document["strategies"] = session.strategies.document() if session.strategies else None
+        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build()),
+                              "command": command} if command else None)
+        print(dump(document))
+    return 0
+
+
+def _config(args: argparse.Namespace) -> TuneConfig:
+    """The tune configuration: the ``--config`` file, overridden by the command line's options."""
     from tracelink.tune.config import load_config
-    from tracelink.tune.session import tune_session
     from tracelink.tune.spec import SPEC_HEADER
 
     _positive(args.top, "--top")
@@ -102,22 +132,31 @@ def run_tune(args: argparse.Namespace) -> int:
         config.strategy.enabled = False
     if args.output is not None:
         refuse_foreign_file(args.output, SPEC_HEADER)  # before the search: its result would replace the file
-    console = TerminalConsole(stderr=True, highlight=False)
+    return config
+
+
+def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tuple[Profile, Session]:
+    """Load the profile and run the whole tune session on it, under the profile's lock."""
+    from tracelink.profile_dir import load_profile
+    from tracelink.tune.session import tune_session
+
     try:
         with locked(args.profile, trees=("tune",)):  # tune/ is written all over: no link (or hard link) anywhere in it
             profile = load_profile(args.profile)
             if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
                 raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
-            session = tune_session(profile, config, args.dispatch, args.resume, args.output, console,
-                                   _profile_builder(profile, console))
+            return profile, tune_session(profile, config, args.dispatch, args.resume, args.output, console,
+                                         _profile_builder(profile, console))
     except KeyboardInterrupt:
         console.print(f"interrupted: what was measured is kept in {args.profile / 'tune'} (strategies.json, "
                       "trials.csv; continue with --resume)", markup=False)
         raise
-    out = TerminalConsole(highlight=False, stderr=args.json)
-    if session.strategies is not None:
-        _print_strategies(out, session.strategies)
-    outcomes, tuning, check = session.outcomes, session.tuning, session.check
+
+
+def _print_outcomes(out: Console, outcomes: list[Outcome]) -> None:
+    """One line per tuned dispatch: its best config against the default, and what became of it."""
+    from rich.markup import escape
+
     for o in outcomes:
         line = f"[bold]{escape(o.export)}[/] ({o.share:.1%} of dispatch time): "
         if math.isnan(o.speedup):
@@ -135,12 +174,11 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"  inside the program: {o.program_speedup:.2f}x (95% CI {o.program_ci_low:.2f}-{o.program_ci_high:.2f})")
         if o.note:
             out.print(f"  {o.note}", markup=False)
-    if session.tile_note:
-        out.print(session.tile_note, markup=False, soft_wrap=True)
-    trials = session.tuned_profile.directory / "tune" / "trials.csv"
-    # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its
-    # import; a per-op composition that won is a rewritten program of its own
-    program = profiled_program(profile, session.strategy_program())
+
+
+def _print_verdict(out: Console, profile: Profile, session: Session, program: Path, trials: Path) -> None:
+    """The whole-program check of the tuning and what was handed over (or why nothing was)."""
+    tuning, check, outcomes = session.tuning, session.check, session.outcomes
     strategy = session.strategies.winner.name if session.strategies and session.strategies.winner else None
     against = f"the {strategy} build" if strategy else "the default"
     if check is not None and check["tuned"]:
@@ -179,18 +217,6 @@ def run_tune(args: argparse.Namespace) -> int:
             out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
         if tuning.configurations is not None:
             out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
-    command = apply_command(profile, session)
-    if command is not None:  # runs as printed, from any directory, and builds what was raced
-        out.print(f"apply it: {shlex.join(command)}", markup=False, soft_wrap=True)
-    if args.json:
-        from tracelink.report.json_output import dump, tune_document
-
-        document = tune_document(outcomes, tuning.spec if tuning else None, check, trials)
-        document["strategies"] = session.strategies.document() if session.strategies else None
-        document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build()),
-                              "command": command} if command else None)
-        print(dump(document))
-    return 0
 
 
 def apply_command(profile: Profile, session) -> list[str] | None:
@@ -289,7 +315,7 @@ def _print_strategies(out, result) -> None:
     """The strategy table (one line per candidate), the winner and the lines each faster strategy changed most."""
     from rich.table import Table
 
-    from tracelink.tune.strategy import UNCONFIRMED
+    from tracelink.tune.strategy_space import UNCONFIRMED
 
     table = Table(title="lowering strategies against the default build (outputs checked, alternating rounds)")
     for column in ("strategy", "status", "speedup", "95% CI", "why"):

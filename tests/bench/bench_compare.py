@@ -31,7 +31,7 @@ from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
 from tracelink.tune.stats import NOT_SIGNIFICANT  # noqa: E402
-from tracelink.tune.run import examine  # noqa: E402
+from tracelink.tune.targets import examine  # noqa: E402
 
 REACH_RUNS = {**WORKLOAD_RUNS, "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),
               "linalg_squeezenet1_1_64x64": ("forward", ["1x3x64x64xf32=0.5"], [])}

@@ -1,11 +1,8 @@
 """Measured advice: what each compiler strategy `tracelink tune` measured did to each line and op kind.
 
-`tracelink tune PROFILE` writes ``PROFILE/tune/strategies.json`` (schema 1): every strategy it tried
-(its flags, a status — ``faster``, ``not faster``, ``compile failed``, ``wrong outputs`` or ``not run``
-— the reason, the whole program's ratio and its 95 % interval) and, from a diff of the strategy's
-profile against the base by source location, per source line and op kind the base and strategy time
-(``ratio`` = base time / strategy time). This module reads that file as untrusted input (a damaged
-one is ignored with one warning line naming it) and turns it into:
+`tracelink tune PROFILE` records every strategy it tried and, per source line and op kind, the base and
+strategy time (:mod:`tracelink.aggregate.tune_record`, which reads the record as untrusted input). This
+module turns that record into:
 
 - the per-line and per-op-kind strategy tables the report, the printed summary and ``--json`` show;
 - next steps that name only what was measured to help: a strategy whose whole-program status is
@@ -17,160 +14,19 @@ one is ignored with one warning line naming it) and turns it into:
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
+from tracelink.aggregate.tune_record import Strategies
 from tracelink.aggregate.utilization import NOT_MEASURED
 
-STRATEGIES_FILE = Path("tune") / "strategies.json"
-SCHEMA = 1
-STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
 # A line counts as helped by a strategy when its time there shrank by at least this factor: per-line
 # ratios come from one diff of medians without an interval, and two profiles of the same build (10
 # iterations each, this 2-core VM at a load average of 17) differed by 1.10x and 1.19x on their two lines.
 HELPED = 1.25
-MAX_FILE_BYTES = 64_000_000
 EFFECT_COLUMNS = ["strategy", "status", "base_ns", "strategy_ns", "ratio", "program_ratio"]
-
-
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    flags: tuple[str, ...]
-    status: str
-    reason: str
-    ratio: float | None  # whole program: base time / strategy time
-    ci: tuple[float, float] | None
-
-
-@dataclass(frozen=True)
-class Strategies:
-    """A validated ``strategies.json``: the strategies and the per-line rows (``file, line, op_kind,
-    strategy, base_ns, strategy_ns, ratio``)."""
-
-    path: Path
-    base_flags: tuple[str, ...]
-    strategies: tuple[Strategy, ...]
-    per_line: pd.DataFrame
-
-    def faster(self) -> set[str]:
-        return {strategy.name for strategy in self.strategies if strategy.status == "faster"}
-
-
-class BadStrategies(ValueError):
-    """The file does not follow the contract; the message says where."""
-
-
-def _number(value: object, what: str, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (positive and value <= 0):
-        raise BadStrategies(f"{what} is not a {'positive ' if positive else ''}finite number")
-    return float(value)
-
-
-def _text(value: object, what: str) -> str:
-    if not isinstance(value, str) or len(value) > 10_000:
-        raise BadStrategies(f"{what} is not a string")
-    return value
-
-
-def _strategy(entry: object, index: int) -> Strategy:
-    where = f"strategies[{index}]"
-    if not isinstance(entry, dict):
-        raise BadStrategies(f"{where} is not an object")
-    flags = entry.get("flags")
-    if not isinstance(flags, list):
-        raise BadStrategies(f"{where}.flags is not a list")
-    status = entry.get("status")
-    if status not in STATUSES:
-        raise BadStrategies(f"{where}.status is not one of {', '.join(STATUSES)}")
-    ratio = entry.get("ratio")
-    ci = entry.get("ci")
-    if ci is not None and (not isinstance(ci, list) or len(ci) != 2):
-        raise BadStrategies(f"{where}.ci is not [low, high] or null")
-    return Strategy(
-        _text(entry.get("name"), f"{where}.name"), tuple(_text(flag, f"{where}.flags") for flag in flags), status,
-        _text(entry.get("reason", ""), f"{where}.reason"),
-        None if ratio is None else _number(ratio, f"{where}.ratio", positive=True),
-        None if ci is None else (_number(ci[0], f"{where}.ci"), _number(ci[1], f"{where}.ci")),
-    )
-
-
-def _per_line(rows: object, names: set[str]) -> pd.DataFrame:
-    if not isinstance(rows, list):
-        raise BadStrategies("per_line is not a list")
-    out = []
-    for index, row in enumerate(rows):
-        where = f"per_line[{index}]"
-        if not isinstance(row, dict):
-            raise BadStrategies(f"{where} is not an object")
-        line = row.get("line")
-        if isinstance(line, bool) or not isinstance(line, int) or line < 0:
-            raise BadStrategies(f"{where}.line is not a line number")
-        strategy = _text(row.get("strategy"), f"{where}.strategy")
-        if strategy not in names:
-            raise BadStrategies(f"{where}.strategy '{strategy}' is not among the strategies")
-        base, tried = _number(row.get("base_ns"), f"{where}.base_ns"), _number(row.get("strategy_ns"), f"{where}.strategy_ns")
-        if base < 0 or tried < 0:
-            raise BadStrategies(f"{where}: a negative time")
-        # tune's ratio is diff's speedup (the geometric mean of per-round ratios, steadier on a loaded
-        # machine than the ratio of the medians); the strategy's time is re-expressed through it, so sums
-        # over lines and op kinds weigh each row by its base time and one row reads the ratio tune printed
-        given = row.get("ratio")
-        valid = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given) and given > 0
-        ratio = float(given) if valid else (base / tried if tried > 0 else math.inf if base > 0 else 1.0)
-        out.append({
-            "file": _text(row.get("file"), f"{where}.file"), "line": line, "op_kind": _text(row.get("op_kind"), f"{where}.op_kind"),
-            "strategy": strategy, "base_ns": base, "strategy_ns": base / ratio if math.isfinite(ratio) else tried, "ratio": ratio,
-        })
-    return pd.DataFrame(out, columns=["file", "line", "op_kind", "strategy", "base_ns", "strategy_ns", "ratio"])
-
-
-def parse_strategies(path: Path, text: str) -> Strategies:
-    """Validate the text of a ``strategies.json`` (:class:`BadStrategies` names what is wrong)."""
-    try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise BadStrategies(f"not JSON ({error.__class__.__name__})") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        raise BadStrategies(f"not a strategies document of schema {SCHEMA}")
-    base = document.get("base")
-    if not isinstance(base, dict) or not isinstance(base.get("flags"), list):
-        raise BadStrategies("base.flags is not a list")
-    entries = document.get("strategies")
-    if not isinstance(entries, list):
-        raise BadStrategies("strategies is not a list")
-    strategies = tuple(_strategy(entry, index) for index, entry in enumerate(entries))
-    names = {strategy.name for strategy in strategies}
-    if len(names) != len(strategies):
-        raise BadStrategies("two strategies have the same name")
-    return Strategies(path, tuple(_text(flag, "base.flags") for flag in base["flags"]), strategies, _per_line(document.get("per_line", []), names))
-
-
-def warn_on_stderr(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def read_strategies(directory: Path, warn: Callable[[str], None] = warn_on_stderr) -> Strategies | None:
-    """The profile's measured strategies, or None when `tracelink tune` wrote none. A file that is not
-    a regular file, too large or off the contract is ignored with one warning line naming it."""
-    path = Path(directory) / STRATEGIES_FILE
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        if path.is_symlink() or not path.is_file():
-            raise BadStrategies("not a regular file")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise BadStrategies(f"larger than {MAX_FILE_BYTES // 1_000_000} MB")
-        return parse_strategies(path, path.read_text(encoding="utf-8"))
-    except (BadStrategies, OSError, UnicodeDecodeError) as error:
-        warn(f"warning: {path}: ignored, {error}")
-        return None
 
 
 def effects(strategies: Strategies, keys: list[str], rows: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -32,6 +32,7 @@ indexing map").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +40,17 @@ from pathlib import Path
 from iree.compiler import ir, passmanager
 
 from tracelink.errors import TracelinkError, first_line
+from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.provenance.locations import positions_of
 from tracelink.tools import run_checked, tool_path
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
+from tracelink.tune.strategy_space import Candidate, layouts
 
 # Flags that would drop the weights from the input-level program (the profiled build has them, for its dumps).
 ELIDING_FLAGS = ("--mlir-elide-",)
-# The strategy whose layout the rewrites add or take away per op (a name of tracelink.tune.strategy.OPTIONS).
+# The strategy whose layout the rewrites add or take away per op (a name of tracelink.tune.strategy_space.OPTIONS).
 PER_OP_LAYOUT = "im2col"
 
 
@@ -152,3 +155,38 @@ def rewrite_alone(op: ir.Operation, pipeline: str) -> bool:
         old.replace_all_uses_with(copy_of(value))
     op.erase()
     return True
+
+
+def composition_plans(winner: Candidate, candidates: list[Candidate],
+                      per_line: list[dict]) -> list[tuple[Candidate, Rewrite, set[tuple[str, int]]]]:
+    """The per-op compositions the per-line table calls for (:mod:`tracelink.tune.compose`): each a
+    host strategy whose flags build it, the rewrite, and the source lines whose convolutions get it.
+
+    - ``winner``, when its layout is im2col alone, keeps the default lowering where the table shows it
+      clearly slower than the default;
+    - ``winner`` and each other faster profiled strategy without im2col (conv data tiling,
+      channels-last) take im2col where the table shows a strategy with im2col clearly faster than
+      that host (both diffed against the same default build: their ratios compare).
+
+    "Clearly" is as the advice calls a line helped (``HELPED``): a clear change, not the scatter of one
+    diff. A host with im2col among other layouts composes neither way (channels-last and conv data
+    tiling cannot be kept off single convolutions in IREE 3.13)."""
+    ratios: dict[str, dict[tuple[str, int, str], float]] = {}
+    for row in per_line:
+        ratios.setdefault(row["strategy"], {})[row["file"], int(row["line"]), row["op_kind"]] = row["ratio"]
+    plans = []
+    if layouts(winner.name) == [PER_OP_LAYOUT]:
+        slowed = {(file, line) for (file, line, _), ratio in ratios.get(winner.name, {}).items() if ratio * HELPED <= 1}
+        if slowed:
+            plans.append((winner, KEEP_DEFAULT, slowed))
+    with_im2col = [name for name in ratios if PER_OP_LAYOUT in (layouts(name) or [])]
+    hosts = [winner, *(c for c in candidates if c is not winner and c.status == "faster" and c.name in ratios)]
+    for host in hosts:
+        own = layouts(host.name)
+        if own is None or PER_OP_LAYOUT in own or host.name not in ratios:
+            continue
+        faster = {(file, line) for name in with_im2col for (file, line, kind), ratio in ratios[name].items()
+                  if ratio >= HELPED * ratios[host.name].get((file, line, kind), math.inf)}
+        if faster:
+            plans.append((host, IM2COL, faster))
+    return plans

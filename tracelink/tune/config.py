@@ -12,7 +12,7 @@ from pathlib import Path
 from tracelink.errors import TracelinkError
 from tracelink.tune.measure import MeasureOptions
 from tracelink.tune.space import SpaceOptions
-from tracelink.tune.strategy import OPTIONS, StrategyOptions
+from tracelink.tune.strategy_space import OPTIONS, StrategyOptions
 from tracelink.tune.tuners import TUNERS
 
 

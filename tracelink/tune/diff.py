@@ -136,6 +136,50 @@ def _aligned(runs: list[tuple[list[tuple], np.ndarray, float, int]], keys: list[
     return out
 
 
+@dataclasses.dataclass
+class PairedRounds:
+    """Two builds' per-round medians by source op (``rounds`` x ``keys``; NaN: the op is not in that
+    build), and end to end per round, from one comparison (:func:`paired_rounds`)."""
+
+    keys: list[tuple]  # (label, file, line; -1 without a line) of each column
+    base: np.ndarray
+    tuned: np.ndarray
+    base_total: list[float]
+    tuned_total: list[float]
+    base_iterations: int
+    tuned_iterations: int
+
+
+def load_pair(base_dir: Path, tuned_dir: Path) -> tuple[Profile, Profile]:
+    """Both profiles; an error when they share no source op (profiles of two different programs)."""
+    base, tuned = load_profile(Path(base_dir)), load_profile(Path(tuned_dir))
+    if not set(_keys(base.source_ops)) & set(_keys(tuned.source_ops)):  # variants of one program share locations
+        raise TracelinkError(
+            f"{tuned_dir}: no source op in common with {base_dir}: profiles of two different programs "
+            f"({Path(tuned.summary['program']).name}, {Path(base.summary['program']).name})"
+        )
+    return base, tuned
+
+
+def paired_rounds(base: Profile, tuned: Profile, rounds: int, iterations: int | None = None,
+                  timeout_s: float = 600.0) -> PairedRounds:
+    """``rounds`` >= 2: both programs run again alternately (``iterations`` calls each, default the base
+    profile's repetitions; the runs go to ``diff_rounds`` in the tuned profile); 0 or 1: the recorded
+    profiles, one round."""
+    if rounds >= 2:
+        count = iterations or int(base.summary.get("repetitions", 10))
+        scratch = tuned.directory / "diff_rounds"
+        remove_path(scratch, tuned.directory)  # an earlier diff's rounds are not this one's
+        runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s, inside=tuned.directory))
+                for profile, name in ((base, "base"), (tuned, "tuned"))]
+        base_runs, tuned_runs = alternate(runs, rounds)
+    else:
+        base_runs, tuned_runs = [_medians(base)], [_medians(tuned)]
+    keys = list(dict.fromkeys([k for run in base_runs + tuned_runs for k in run[0]]))
+    return PairedRounds(keys, _aligned(base_runs, keys), _aligned(tuned_runs, keys), [run[2] for run in base_runs],
+                        [run[2] for run in tuned_runs], sum(run[3] for run in base_runs), sum(run[3] for run in tuned_runs))
+
+
 def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS, iterations: int | None = None,
                   timeout_s: float = 600.0) -> pd.DataFrame:
     """Per source op: base and tuned median ns per iteration, speedup, 95 % interval and verdict.
@@ -146,25 +190,10 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
     ``result.attrs["end_to_end"]`` holds the same numbers for all dispatches together, with the
     verdict and a warning when the rounds show the machine was busy.
     """
-    base, tuned = load_profile(Path(base_dir)), load_profile(Path(tuned_dir))
-    if not set(_keys(base.source_ops)) & set(_keys(tuned.source_ops)):  # variants of one program share locations
-        raise TracelinkError(
-            f"{tuned_dir}: no source op in common with {base_dir}: profiles of two different programs "
-            f"({Path(tuned.summary['program']).name}, {Path(base.summary['program']).name})"
-        )
-    if rounds >= 2:
-        count = iterations or int(base.summary.get("repetitions", 10))
-        scratch = Path(tuned_dir) / "diff_rounds"
-        remove_path(scratch, Path(tuned_dir))  # an earlier diff's rounds are not this one's
-        runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s, inside=Path(tuned_dir)))
-                for profile, name in ((base, "base"), (tuned, "tuned"))]
-        base_runs, tuned_runs = alternate(runs, rounds)
-    else:
-        base_runs, tuned_runs = [_medians(base)], [_medians(tuned)]
-    keys = list(dict.fromkeys([k for run in base_runs + tuned_runs for k in run[0]]))
-    b, t = _aligned(base_runs, keys), _aligned(tuned_runs, keys)
+    base, tuned = load_pair(base_dir, tuned_dir)
+    paired = paired_rounds(base, tuned, rounds, iterations, timeout_s)
+    keys, b, t, base_total, tuned_total = paired.keys, paired.base, paired.tuned, paired.base_total, paired.tuned_total
     speedup, low, high = paired_speedup(b, t)
-    base_total, tuned_total = [run[2] for run in base_runs], [run[2] for run in tuned_runs]
     frame = pd.DataFrame(
         {
             "label": [k[0] for k in keys],
@@ -183,8 +212,7 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
     busy = (frame["base_ns"].fillna(0) > 0) | (frame["tuned_ns"].fillna(0) > 0)
     frame = frame[busy].sort_values("base_ns", ascending=False, na_position="last").reset_index(drop=True)
     frame.attrs["end_to_end"] = {"label": END_TO_END, **summarize(base_total, tuned_total),
-                                 "base_iterations": sum(run[3] for run in base_runs),
-                                 "tuned_iterations": sum(run[3] for run in tuned_runs)}
+                                 "base_iterations": paired.base_iterations, "tuned_iterations": paired.tuned_iterations}
     frame = frame[COLUMNS]
     frame.attrs["base"] = str(Path(base_dir).resolve())  # where the report finds the base's tune results
     frame.attrs["tuned"] = str(Path(tuned_dir).resolve())

@@ -17,9 +17,11 @@ from rich.console import Console
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.config import TuneConfig
-from tracelink.tune.run import Outcome, one_line, tune_profile
+from tracelink.tune.run import tune_profile
+from tracelink.tune.targets import Outcome, one_line
 from tracelink.tune.spec import Tuning
-from tracelink.tune.strategy import Budget, ProfileBuild, SearchResult, option_flags, search_strategies
+from tracelink.tune.strategy import Budget, ProfileBuild, SearchResult, search_strategies
+from tracelink.tune.strategy_space import option_flags
 
 
 @dataclass
