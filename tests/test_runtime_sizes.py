@@ -14,12 +14,15 @@ import pytest
 
 from tracelink.collect.hook_sizes import SIZES_DIR, HookedSizes
 from tracelink.compile import CompileOptions, compile_program
-from tracelink.ir_utils import new_context
-from tracelink.provenance.build import Provenance, build_provenance
+from tracelink.ir_utils import new_context, parse_file
+from tracelink.provenance.build import Provenance, build_provenance, phase_dump
 from tracelink.provenance.executable_workloads import ExportWorkloads, entry_constants
+from tracelink.provenance.locations import Normaliser
 from tracelink.provenance.program import read_input_program
+from tracelink.provenance.regions import member_costs
 
 F32 = 4
+DYNAMIC = Path(__file__).parent / "data" / "dynamic.mlir"  # a ?x256 · 256x128 matmul at line 9
 # A matmul over the first M rows of a 512x64 matrix, M read from a tensor: 2·M·64·48 FLOPs.
 MATMUL = """
 func.func @main(%a: tensor<512x64xf32>, %b: tensor<64x48xf32>, %rows: tensor<i64>) -> tensor<?x48xf32> {
@@ -153,3 +156,20 @@ def test_a_graph_without_a_hooked_run_keeps_lower_bounds(tmp_path):
     (rope,) = call_sites(provenance)
     assert not rope["cost_exact"] and rope["flops"] == 2 * 8 * 1  # D counted as 1: a lower bound
     assert sizes.summary == {}  # never called: nothing ran
+
+
+def test_own_work_before_fusion_takes_the_run_s_input_shapes(tmp_path):
+    """The split of a location the compiler merged weighs each member by its own work in the ``input``
+    phase: a ``?x256 · 256x128`` matmul's FLOPs there are the run's, not those of one row."""
+    artifacts = tmp_path / "artifacts"
+    compiled = compile_program(DYNAMIC, artifacts, CompileOptions())
+    program = read_input_program(DYNAMIC)
+    context = new_context()
+    input_phase = parse_file(phase_dump(compiled.phases, "input"), context)
+    normalise = Normaliser(program.enclosing_locations)
+    rows = 384
+    exact = member_costs(input_phase, normalise, "main", [(rows, 256), (256, 128), ()])
+    static = member_costs(input_phase, normalise)
+    matmul_line = next(frames for frames in exact.flops if '.mlir":9:' in frames[-1])
+    assert exact.flops[matmul_line] == 2 * rows * 256 * 128
+    assert static.flops[matmul_line] == 2 * 1 * 256 * 128
