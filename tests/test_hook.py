@@ -413,3 +413,23 @@ def test_hook_without_output_setting_is_passive(program):
     env = {"LD_PRELOAD": str(hook_library_path()), "PATH": "/usr/bin:/bin"}
     result = subprocess.run(program.run_module(), env=env, capture_output=True, text=True, check=True)
     assert "TRACELINK_HOOK_OUTPUT is not set; not recording" in result.stderr
+
+
+def test_each_dispatch_keeps_its_push_constants_across_workers(tmp_path):
+    """tests/data/dynamic.mlir takes its row count from the input's shape (384) and the rows it scales
+    from a tensor value (50): the matmul gets M as one 64-bit push constant, the scaling dispatch its
+    two sizes in elements (50·256 and 384·256) after an offset. Run 10 times on local-task, whose
+    workers run the workgroups, every dispatch's constants are found and are its own."""
+    module = tmp_path / "dynamic.vmfb"
+    subprocess.run([str(BIN / "iree-compile"), str(PROGRAM.parent / "dynamic.mlir"), *TARGET_FLAGS, *SYSTEM_LIBRARY, "-o", str(module)], check=True)
+    command = [str(BIN / "iree-benchmark-module"), f"--module={module}", "--function=main", "--device=local-task",
+               "--input=384x256xf32=0.01", "--input=256x128xf32=0.02", "--input=i64=50", "--benchmark_min_time=10x"]
+    run = run_hooked(command, tmp_path / "hook", timeout_s=120)
+    assert len(run.constants) == len(run.events) >= 20
+    by_export = dict(zip(run.events["export"], run.constants))
+    for export, constants in zip(run.events["export"], run.constants):
+        assert constants == by_export[export], export  # the same sizes in every call
+    matmul = next(values for export, values in by_export.items() if "matmul" in export)
+    scale = next(values for export, values in by_export.items() if "elementwise" in export)
+    assert matmul == (384, 0)
+    assert scale[2:] == (50 * 256, 0, 384 * 256, 0)
