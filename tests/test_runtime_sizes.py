@@ -173,3 +173,22 @@ def test_own_work_before_fusion_takes_the_run_s_input_shapes(tmp_path):
     matmul_line = next(frames for frames in exact.flops if '.mlir":9:' in frames[-1])
     assert exact.flops[matmul_line] == 2 * rows * 256 * 128
     assert static.flops[matmul_line] == 2 * 1 * 256 * 128
+
+
+def test_a_build_of_system_libraries_is_run_as_it_is(tmp_path):
+    """A profile built for the hook collector needs no second build: its own module is run."""
+    program = tmp_path / "program.mlir"
+    program.write_text(MATMUL)
+    options = CompileOptions(link_embedded=False)
+    compiled = compile_program(program, tmp_path / "artifacts", options)
+    sizes = HookedSizes(compiled, options, "main", ["512x64xf32=1", "64x48xf32=1", "i64=5"], [], tmp_path / "artifacts", timeout_s=120)
+    constants = sizes()
+    assert constants is not None and [list(values) for values in constants.values()] == [[(5, 0)]]
+    assert "rebuild_seconds" not in sizes.summary and not (tmp_path / "artifacts" / SIZES_DIR / "app.vmfb").exists()
+
+
+def test_a_failed_hooked_run_leaves_lower_bounds_and_says_why(tmp_path):
+    provenance, sizes = build(tmp_path, MATMUL, ["512x64xf32=1", "i64=5"], hooked=True)  # an input missing
+    (matmul,) = call_sites(provenance)
+    assert not matmul["cost_exact"]
+    assert "iree-run-module exited with status" in sizes.summary["failure"] and "run.log" in sizes.summary["failure"]
