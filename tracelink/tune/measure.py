@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tracelink.iree_tools import benchmark_times_ns, module_command, run_module_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command, run_module_command
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.tools import run_tool, stop_on_sigterm, tool_path
@@ -206,7 +206,7 @@ def run_benchmark(
     vmfb: Path, inputs: list[Path], options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
 ) -> Timing:
     """Time ``tracelink_run`` dispatching ``batch_size`` times on ``inputs``; per-dispatch seconds of each repetition."""
-    command = module_command("iree-benchmark-module", vmfb, harness.RUN_FUNCTION, [*(f"@{path}" for path in inputs), str(batch_size)],
+    command = module_command(BENCHMARK_TOOL, vmfb, harness.RUN_FUNCTION, [*(f"@{path}" for path in inputs), str(batch_size)],
                              device=options.device, extra=[f"--benchmark_repetitions={repetitions or options.repetitions}",
                                                            f"--benchmark_min_time={options.repetition_seconds}s", "--benchmark_format=json"])
     done = run_candidate_tool(command, timeout, "benchmark")
