@@ -23,11 +23,22 @@ def default_collector(device: str) -> str:
     return target.timed_by if target.is_gpu else "hal"
 
 
+@dataclass(frozen=True)
+class FunctionRun:
+    """One function of a profile of several: its name, its ``--input`` values and its own archives."""
+
+    name: str
+    inputs: tuple[str, ...] = ()
+    parameters: tuple[str, ...] = ()
+
+
 @dataclass
 class ProfileOptions:
     """What to run and how: everything `tracelink profile` takes besides the program and directory."""
 
     function: str | None = None
+    # Two or more: each is profiled into functions/<name>/ of the one directory, after one compile.
+    functions: tuple[FunctionRun, ...] = ()
     inputs: list[str] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)
     repetitions: int = 10
@@ -44,6 +55,11 @@ class ProfileOptions:
     source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
     source_map: list[tuple[str, Path]] = field(default_factory=list)  # (recorded prefix, local directory)
     embed_sources: bool = True  # False: the report embeds no source file
+
+
+def for_function(options: ProfileOptions, run: FunctionRun) -> ProfileOptions:
+    """The options of one function of a profile of several: its inputs, and the shared archives then its own."""
+    return replace(options, function=run.name, functions=(), inputs=list(run.inputs), parameters=[*options.parameters, *run.parameters])
 
 
 def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
@@ -88,8 +104,10 @@ def files_read(program: Path, options: ProfileOptions) -> tuple[Path, ...]:
     paths = [Path(program)]
     if options.compile.tuning_spec is not None:
         paths.append(Path(options.compile.tuning_spec))
-    paths += [Path(value.split("@", 1)[1]) for value in options.inputs if "@" in value]
-    paths += [Path(value.split("=", 1)[-1]) for value in options.parameters]
+    inputs = [*options.inputs, *(value for run in options.functions for value in run.inputs)]
+    parameters = [*options.parameters, *(value for run in options.functions for value in run.parameters)]
+    paths += [Path(value.split("@", 1)[1]) for value in inputs if "@" in value]
+    paths += [Path(value.split("=", 1)[-1]) for value in parameters]
     return tuple(paths)
 
 
@@ -126,7 +144,7 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
         raise TracelinkError(f"{program}: input program not found")
     if not is_onnx(program):
         check_program_text(program)
-    check_parameters(options.parameters)
+    check_parameters([*options.parameters, *(value for run in options.functions for value in run.parameters)])
     # a device and collector that do not go together, or a GPU target missing its chip, fail before anything is written
     with_collector_requirements(options)
     target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)
@@ -144,6 +162,9 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
 
 def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
     """Claim ``out``, export ``model`` into it and start compiling the exported program."""
+    if options.functions:  # an exported model has one entry point, `main`
+        raise TracelinkError(f"{model.origin}: several --function need an MLIR or ONNX program with those functions; "
+                             "a Python model exports one")
     claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
     try:
         artifacts = out / "artifacts"

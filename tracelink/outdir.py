@@ -35,7 +35,7 @@ FORMAT_VERSION = 1
 OWNED = (
     "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv",
     "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz", "workgroups.parquet",
-    "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds",
+    "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds", "functions",
 )
 # The start of an HTML report tracelink wrote (its <head> names the generator), for `report -o`.
 REPORT_HEADER = '<meta name="generator" content="tracelink'

@@ -34,13 +34,15 @@ from tracelink.compile import CompileResult, PendingCompile, compile_manifest_en
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
 from tracelink.frames import LIBRARY_FRAMES
-from tracelink.options import ProfileOptions, StartedProfile, start_compile, with_collector_requirements, with_exported_model
+from tracelink.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
+from tracelink.function_profiles import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance.build import Provenance, build_provenance, phase_dump
 from tracelink.provenance.graph import audit_of, write_graph
 from tracelink.provenance.memory_plan import read_stream_plan
 from tracelink.provenance.program import InputProgram, read_input_program
 from tracelink.report import build_report, write_trace
+from tracelink.report.functions_page import build_functions_report
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.textsafe import TerminalConsole
@@ -60,8 +62,9 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
 
 def profile(
     program: Path | PythonModel, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
-) -> Profile:
-    """Profile ``program`` into directory ``out`` and return the result (also written to ``out``).
+) -> Profile | FunctionProfiles:
+    """Profile ``program`` into directory ``out`` and return the result (also written to ``out``): one
+    function's profile, or with several ``options.functions`` the profiles of each.
 
     ``program`` is an ``.mlir``/``.onnx`` file, a Python model (``model.py:make``) or a loaded one.
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
@@ -97,16 +100,49 @@ class StageClock:
 
 def run_profile(
     program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
-) -> Profile:
+) -> Profile | FunctionProfiles:
     """The stages of :func:`profile`, once the directory is claimed and the compiler started.
 
     ``program`` is the MLIR compiled; ``model`` the file the user gave when it differs (an ``.onnx``
-    model imported into ``program``). The memory run (one call, untimed) runs while the provenance graph
-    is built, and ends before the timed run starts.
+    model imported into ``program``). With several ``options.functions``, each is profiled into its own
+    directory under ``out/functions/`` after the one compile.
     """
-    artifacts, clock = out / "artifacts", StageClock()
+    clock = StageClock()
     options = with_collector_requirements(options)
-    source, entry, compiled, compile_entries = finish_compile(program, options, console, pending, artifacts, clock)
+    requested = [run.name for run in options.functions] or [options.function]
+    source, entries, compiled, compile_entries = finish_compile(program, requested, options, console, pending, out / "artifacts", clock)
+    if not options.functions:
+        return profile_function(program, out, options, console, (source, entries[0], compiled, compile_entries), clock, model)
+    profiles = {}
+    for run in options.functions:
+        directory = function_directory(out, run.name)
+        with console.status(f"copying the compiled program into {directory}"):
+            copied = copy_compile_outputs(compiled, directory)
+        write_manifest(copied.artifacts, {"function": run.name})
+        function_clock = StageClock()
+        function_clock.timings["compile"] = clock.timings["compile"]
+        profiles[run.name] = profile_function(program, directory, for_function(options, run), console,
+                                              (source, run.name, copied, compile_entries), function_clock, model)
+    run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__,
+                "compiler": compile_entries["compiler"]["version"], "timings_s": clock.timings}
+    result = assemble_function_profiles(out, profiles, run_info)
+    write_function_profiles(result)
+    with console.status("writing the report"):
+        build_functions_report(result)
+    return result
+
+
+def profile_function(
+    program: Path, out: Path, options: ProfileOptions, console: Console, built: tuple[InputProgram, str, CompileResult, dict],
+    clock: StageClock, model: Path | None = None,
+) -> Profile:
+    """Profile one function of the compiled program into ``out``: provenance, timed run, memory, tables, report.
+
+    ``built`` is the input program, the function, the compile's result and its manifest entries. The
+    memory run (one call, untimed) runs while the provenance graph is built, and ends before the timed run starts.
+    """
+    source, entry, compiled, compile_entries = built
+    artifacts = out / "artifacts"
     started = time.perf_counter()
     inputs = run_inputs(compiled, entry, options, artifacts)
     memory_run = InBackground(lambda: run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts, options.timeout_s,
@@ -157,21 +193,23 @@ def run_profile(
     return result
 
 
-def finish_compile(program: Path, options: ProfileOptions, console: Console, pending: PendingCompile, artifacts: Path,
-                   clock: StageClock) -> tuple[InputProgram, str, CompileResult, dict]:
-    """Parse the input program while the compiler runs; its entry function, the compiled program and the manifest's compile entries."""
+def finish_compile(program: Path, requested: list[str | None], options: ProfileOptions, console: Console, pending: PendingCompile,
+                   artifacts: Path, clock: StageClock) -> tuple[InputProgram, list[str], CompileResult, dict]:
+    """Parse the input program while the compiler runs; the functions to profile (``requested``, None: the
+    default one), the compiled program and the manifest's compile entries."""
     started = pending.started  # the compile stage counts from the compiler's start
     with console.status(f"compiling {program.name} with iree-compile"):
         # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
         # loading it now overlaps that with the compiler instead of the graph building later.
         importlib.import_module("iree.compiler.dialects.linalg")
         source = read_input_program(program)
-        entry = choose_function(source.public_functions(), options.function, program)
+        entries = [choose_function(source.public_functions(), name, program) for name in requested]
         compiled = pending.finish()
     compile_entries = compile_manifest_entries(compiled, options.compile)
-    write_manifest(artifacts, compile_entries | {"function": entry, "tracelink": __version__})
+    chosen = {"function": entries[0]} if len(entries) == 1 else {"functions": entries}
+    write_manifest(artifacts, compile_entries | chosen | {"tracelink": __version__})
     clock.stop("compile", started)
-    return source, entry, compiled, compile_entries
+    return source, entries, compiled, compile_entries
 
 
 def run_inputs(compiled: CompileResult, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:

@@ -14,15 +14,52 @@ from tracelink.compile import CompileOptions
 from tracelink.compile.targets import DEVICES
 from tracelink.arguments import add_source_arguments, at_least, positive_float
 from tracelink.frames import LIBRARY_FRAMES
-from tracelink.options import COLLECTORS, ProfileOptions, default_collector, start_compile
+from tracelink.errors import TracelinkError
+from tracelink.options import COLLECTORS, FunctionRun, ProfileOptions, default_collector, start_compile
 from tracelink.textsafe import TerminalConsole
 
 
+class StartFunction(argparse.Action):
+    """``--function NAME``: the ``--input`` and ``--parameters`` after it belong to it."""
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        namespace.function_groups = [*(namespace.function_groups or []), {"name": value, "input": [], "parameters": []}]
+
+
+class ToCurrentFunction(argparse.Action):
+    """``--input`` / ``--parameters``: to the last ``--function`` given, or to all before the first."""
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        groups = namespace.function_groups
+        if groups:
+            groups[-1][self.dest].append(value)
+        else:
+            setattr(namespace, self.dest, [*getattr(namespace, self.dest), value])
+
+
+def function_runs(args: argparse.Namespace) -> tuple[str | None, list[str], list[str], tuple[FunctionRun, ...]]:
+    """(function, inputs, parameters, functions) of the options: one function as before, or two or more
+    each with its own inputs (an ``--input`` before the first ``--function`` belongs to none of them)."""
+    groups = args.function_groups or []
+    if len(groups) <= 1:
+        group = groups[0] if groups else {"name": None, "input": [], "parameters": []}
+        return group["name"], [*args.input, *group["input"]], [*args.parameters, *group["parameters"]], ()
+    if args.input:
+        raise TracelinkError(f"--input {args.input[0]} comes before the first --function; with several functions, "
+                             "give each one's --input after its --function")
+    names = [group["name"] for group in groups]
+    if len(set(names)) < len(names):
+        raise TracelinkError(f"--function {next(n for n in names if names.count(n) > 1)} is given twice")
+    return None, [], list(args.parameters), tuple(FunctionRun(g["name"], tuple(g["input"]), tuple(g["parameters"])) for g in groups)
+
+
 def options_from_args(args: argparse.Namespace) -> ProfileOptions:
+    function, inputs, parameters, functions = function_runs(args)
     return ProfileOptions(
-        function=args.function,
-        inputs=args.input,
-        parameters=args.parameters,
+        function=function,
+        functions=functions,
+        inputs=inputs,
+        parameters=parameters,
         repetitions=args.repetitions,
         warmup=args.warmup,
         seed=args.seed,
@@ -57,11 +94,15 @@ def run_profile_command(args: argparse.Namespace) -> int:
     finally:
         pending.stop()
     # With --json the tables go to stderr and stdout holds only the document.
-    summary = importlib.import_module("tracelink.report.summary")
-    summary.print_summary(result, summary.summary_console(stderr=args.json))
+    summary, output = (importlib.import_module(f"tracelink.report.{name}") for name in ("summary", "json_output"))
+    console = summary.summary_console(stderr=args.json)
+    several = isinstance(result, importlib.import_module("tracelink.function_profiles").FunctionProfiles)
+    if several:
+        summary.print_function_profiles(result, console)
+    else:
+        summary.print_summary(result, console)
     if args.json:
-        output = importlib.import_module("tracelink.report.json_output")
-        print(output.dump(output.profile_document(result)))
+        print(output.dump(output.functions_document(result) if several else output.profile_document(result)))
     return 0
 
 
@@ -70,9 +111,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("program", type=Path, help="the application in MLIR (linalg, StableHLO, TOSA, torch), an ONNX model (.onnx), "
                         "or a Python model as model.py:make, where make() returns (jax_fn_or_torch_module, example_args)")
     parser.add_argument("-o", "--output", type=Path, default=Path("out"), help="profile directory (default: out/)")
-    parser.add_argument("--function", help="function to run (default: the only or first public one)")
-    parser.add_argument("--input", action="append", default=[], help="an input value, iree-run-module syntax (repeat per argument)")
-    parser.add_argument("--parameters", action="append", default=[], help="parameter archive, e.g. model=weights.irpa")
+    parser.add_argument("--function", action=StartFunction, dest="function_groups", default=None,
+                        help="function to run (default: the only or first public one); repeat it to profile several in one "
+                             "directory after one compile, each followed by its own --input values")
+    parser.add_argument("--input", action=ToCurrentFunction, default=[],
+                        help="an input value, iree-run-module syntax (repeat per argument); after a --function, that function's")
+    parser.add_argument("--parameters", action=ToCurrentFunction, default=[],
+                        help="parameter archive, e.g. model=weights.irpa; before the first --function for all, after one for it alone")
     parser.add_argument("--repetitions", type=at_least(1, int), default=10, help="measured calls of the function (default 10)")
     parser.add_argument("--warmup", type=at_least(0, int), default=1, help="calls before measuring (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")

@@ -138,6 +138,9 @@ def read_summary(path: Path) -> dict:
         raise TracelinkError(f"{path}: unreadable or corrupt JSON ({error})") from None
     if not isinstance(summary, dict):
         raise TracelinkError(f"{path}: corrupt (not a JSON object)")
+    if isinstance(functions := summary.get("functions"), list) and "function" not in summary:  # the top of several functions' profiles
+        names = ", ".join(str(entry.get("function")) for entry in functions if isinstance(entry, dict))
+        raise TracelinkError(f"{path.parent}: a profile of several functions ({names}); name one: {path.parent / 'functions'}/<function>")
     for key, kind in SUMMARY_FIELDS.items():
         if not isinstance(summary.get(key), kind):
             raise TracelinkError(f"{path}: corrupt ('{key}' missing or not a {kind.__name__})")

@@ -25,7 +25,7 @@ from pathlib import Path
 from lxml import etree
 from lxml import html as lxml_html
 
-from tracelink import __version__
+from tracelink.version import __version__
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile, load_profile

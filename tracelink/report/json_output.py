@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tracelink.aggregate.components import component_table, kind_table
+from tracelink.function_profiles import FunctionProfiles
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import concrete, lower_bound_mark
 from tracelink.report.strategies import strategies_document
@@ -98,6 +99,17 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
         ],
         "strategies": strategies_document(profile),
         "memory": memory_document(profile),
+    }
+
+
+def functions_document(result: FunctionProfiles, top: int = 10) -> dict:
+    """`tracelink profile --json` with several functions: each function's document (as for one), and the
+    source lines with each function's self time per call (``lines``, hottest first)."""
+    return {
+        "command": "profile",
+        "directory": str(result.directory),
+        "functions": [profile_document(profile, top) for profile in result.profiles.values()],
+        "lines": result.lines.head(top).to_dict(orient="records"),
     }
 
 

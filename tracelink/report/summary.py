@@ -23,6 +23,7 @@ from rich.table import Table
 
 from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
+from tracelink.function_profiles import FunctionProfiles
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, size, text_or_empty
@@ -87,7 +88,7 @@ def host_time_text(summary: dict) -> str:
 def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     """The hottest source lines and dispatches, and the coverage figures."""
     iterations = max(int(result.summary["iterations"]), 1)
-    console.print(headline(result.summary))
+    console.print(headline(result.summary), soft_wrap=True)  # one line, for grep and logs
     print_notes(result.summary, console)
     print_components(result, console, iterations)
     print_hot_lines(result, console, iterations, top)
@@ -95,6 +96,29 @@ def print_summary(result: Profile, console: Console, top: int = 10) -> None:
         print_hot_ops(result, console, iterations, top)
     print_hot_dispatches(result, console, top)
     print_audit(result, console)
+
+
+def print_function_profiles(result: FunctionProfiles, console: Console, top: int = 10) -> None:
+    """Several functions compiled together: each one's first line, then the source lines side by side."""
+    console.print(f"[bold]{escape(Path(result.summary.get('model') or result.summary['program']).name)}[/]: "
+                  f"{len(result.profiles)} functions, one compile")
+    for name, profile in result.profiles.items():
+        console.print(headline(profile.summary), soft_wrap=True)
+        if host_text := host_time_text(profile.summary):
+            console.print("  " + escape(host_text))
+    lines = result.lines.head(top)
+    if not lines.empty:
+        shown = short_paths(list(lines["file"]))
+        table = Table(title="Source lines across functions (self time per call; library frames count for the line calling them)",
+                      title_justify="left")
+        table.add_column("line", no_wrap=True)
+        for name in result.profiles:
+            table.add_column(escape(name), justify="right", no_wrap=True)
+        for row in lines.itertuples(index=False):
+            table.add_row(escape(f"{shown.get(row.file, row.file)}:{row.line}"), *(ns(row[2 + i]) for i in range(len(result.profiles))))
+        console.print(table)
+    console.print(f"written to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}; "
+                  f"each function's profile is in {escape(str(result.directory / 'functions'))}/<name>/")
 
 
 def headline(summary: dict) -> str:
