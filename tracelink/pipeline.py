@@ -28,6 +28,7 @@ from tracelink.aggregate.host_time import host_time
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import Collected, RunRequest, start_collection
 from tracelink.collect.hal import wall_ns_per_call
+from tracelink.collect.hook_sizes import HookedSizes
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.collect.memory import MemoryCapture, read_memory_events, run_memory_capture
 from tracelink.compile import CompileResult, PendingCompile, compile_manifest_entries, write_manifest
@@ -149,7 +150,7 @@ def profile_function(
                                                          options.compile.device), "tracelink-memory")
     try:
         with console.status("building the provenance graph"):
-            provenance = provenance_of(source, compiled, entry, inputs, artifacts, out)
+            provenance, runtime_sizes = provenance_of(source, compiled, entry, inputs, options, out)
             memory_run.wait()
         clock.stop("provenance", started)
         started = time.perf_counter()
@@ -178,6 +179,7 @@ def profile_function(
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": clock.timings,
         "memory": memory[0],
+        "runtime_sizes": runtime_sizes,  # the hooked call that fixed sizes the inputs' shapes did not
         # a call's wall time beside its dispatches (CPU: the events' clock is the host's)
         "host_time": None if device_target(options.compile.device).is_gpu else host_time(collected.events, wall_ns_per_call(artifacts)),
     } | collected.summary
@@ -221,13 +223,18 @@ def run_inputs(compiled: CompileResult, entry: str, options: ProfileOptions, art
     return generate_inputs(specs, artifacts / "inputs", options.seed)
 
 
-def provenance_of(source: InputProgram, compiled: CompileResult, entry: str, inputs: list[str], artifacts: Path, out: Path) -> Provenance:
-    """The provenance graph of ``entry``, written to the profile directory."""
-    # the shapes the run gives the inputs fix the dynamic sizes the cost model reads
+def provenance_of(source: InputProgram, compiled: CompileResult, entry: str, inputs: list[str], options: ProfileOptions,
+                  out: Path) -> tuple[Provenance, dict | None]:
+    """The provenance graph of ``entry``, written to the profile directory, and what profile.json says of the
+    run that fixed the sizes the inputs' shapes did not (None when none was needed)."""
+    # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
+    # each dispatch's push constants in one hooked call, made only when a size is still unknown
     shapes = [(described := described_type(value)) and described[0] for value in inputs]
-    provenance = build_provenance(source, artifacts, entry, shapes)
+    artifacts = out / "artifacts"
+    sizes = HookedSizes(compiled, options.compile, entry, inputs, options.parameters, artifacts, options.timeout_s)
+    provenance = build_provenance(source, artifacts, entry, shapes, sizes)
     write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
-    return provenance
+    return provenance, sizes.summary or None
 
 
 def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions, artifacts: Path, provenance: Provenance,
