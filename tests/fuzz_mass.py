@@ -51,7 +51,8 @@ from tests.test_fuzz import PROFILE_FILES, mlir_string, small_capture_stream
 from tests.test_safety import program
 from tests import tracy_synth
 from tracelink.errors import TracelinkError
-from tracelink.collect.hook import read_hook_file, read_hook_records
+from tracelink.collect.hook_records import read_hook_file
+from tracelink.collect.hook_tables import read_hook_records
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container
 from tracelink.compile.program_text import check_program_text

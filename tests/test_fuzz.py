@@ -20,7 +20,7 @@ from tests import tracy_synth
 from tests.conftest import run_profile
 from tests.test_safety import program
 from tracelink.errors import TracelinkError
-from tracelink.collect.hook import read_hook_records
+from tracelink.collect.hook_tables import read_hook_records
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container
 from tracelink.profile_dir import load_profile
@@ -156,7 +156,7 @@ def test_tracy_container_and_decoder(tracy_stream: bytes, flips, cut, compressio
 def test_hook_record_with_a_clock_beyond_any_run_is_refused(profile_dir: Path, tmp_path: Path) -> None:
     """Found by ``make fuzz``: a damaged calibration made ns-per-tick huge, and the reader cast the
     resulting times to int64 garbage (numpy's invalid-cast warning) instead of refusing the file."""
-    from tracelink.collect.hook import _CALIBRATION, _CHUNK, _PREAMBLE, _Chunk
+    from tracelink.collect.hook_records import _CALIBRATION, _CHUNK, _PREAMBLE, _Chunk
 
     data = bytearray(next((profile_dir / "artifacts" / "hook").glob("*.tlhk")).read_bytes())
     offset, damaged_pairs = _PREAMBLE.size, 0

@@ -21,14 +21,9 @@ import pytest
 from tracelink.errors import TracelinkError
 from tracelink.collect import hook_command
 from tracelink.collect.events import match_call_sites
-from tracelink.collect.hook import (
-    WORKGROUP_COLUMNS,
-    hook_library_path,
-    list_event_types,
-    read_hook_file,
-    read_hook_records,
-    run_hooked,
-)
+from tracelink.collect.hook import hook_library_path, list_event_types, run_hooked
+from tracelink.collect.hook_records import read_hook_file
+from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, read_hook_records
 from tracelink.collect.hook_stats import (
     StatsOptions,
     conditional_probabilities,

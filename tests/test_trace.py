@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, run_profile
 from tracelink.collect.events import make_events
-from tracelink.collect.hook import read_hook_file
+from tracelink.collect.hook_records import read_hook_file
 from tracelink.collect.tracy import read_capture
 from tracelink.report.trace import lanes, write_trace
 

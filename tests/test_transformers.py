@@ -25,7 +25,7 @@ from tracelink.compile.frontends import load_entry
 from tracelink.frames import LIBRARY_FRAMES, is_library
 from tracelink.profile_dir import load_profile
 from tracelink.report.assemble import build_model
-from tracelink.report.html import hottest_lines
+from tracelink.report.hot_lines import hottest_lines
 from tracelink.report.json_output import SCHEMA_PATH
 
 pytest.importorskip("transformers")  # a pinned test dependency: present wherever `make test` installed it

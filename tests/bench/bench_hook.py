@@ -28,7 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tracelink.collect.hook import hook_library_path, read_hook_file
+from tracelink.collect.hook import hook_library_path
+from tracelink.collect.hook_records import read_hook_file
 
 BIN = Path(sys.executable).parent
 NATIVE = Path(__file__).resolve().parents[2] / "native"

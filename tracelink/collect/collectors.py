@@ -19,7 +19,8 @@ from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_event
 from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command
 from tracelink.collect.hal import export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
 from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
-from tracelink.collect.hook import label_workgroups, run_hooked
+from tracelink.collect.hook import run_hooked
+from tracelink.collect.hook_tables import label_workgroups
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile.targets import device_target

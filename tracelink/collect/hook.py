@@ -50,20 +50,10 @@ from pathlib import Path
 import pandas as pd
 
 from tracelink.atomic import make_directory
-from tracelink.collect.hook_records import (  # read_hook_file and the format's structs: importers of this module use them
-    _CALIBRATION, _CHUNK, _PREAMBLE, RECORD_FILE_GLOB, SUPPORTED_ABI_VERSION, HookFile, Notice, _Chunk, read_hook_file,
-)
-from tracelink.collect.hook_tables import (  # the tables' names: importers of this module use them too
-    CSV_FILE_NAME, WORKGROUP_COLUMNS, dispatch_constants, dispatch_events, label_workgroups, read_hook_records,
-    workgroups_of, write_workgroups_csv,
-)
+from tracelink.collect.hook_records import RECORD_FILE_GLOB, SUPPORTED_ABI_VERSION, HookFile, Notice, read_hook_file
+from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, dispatch_constants, dispatch_events, workgroups_of, write_workgroups_csv
 from tracelink.errors import TracelinkError
 from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process
-
-__all__ = [
-    "CSV_FILE_NAME", "WORKGROUP_COLUMNS", "HookRun", "hook_library_path", "label_workgroups", "list_event_types",
-    "read_hook_file", "read_hook_records", "run_hooked", "_CALIBRATION", "_CHUNK", "_PREAMBLE", "_Chunk",
-]
 
 HOOK_LIBRARY_NAME = "libtracelink_hook.so"
 STOP_GRACE_S = 5.0

@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.collect.hook import CSV_FILE_NAME, list_event_types, run_hooked
+from tracelink.collect.hook import list_event_types, run_hooked
+from tracelink.collect.hook_tables import CSV_FILE_NAME
 from tracelink.collect.hook_stats import StatsOptions, format_statistics, format_summary
 from tracelink.textsafe import terminal_text
 

@@ -36,7 +36,6 @@ from tracelink.report.drill import drill_template, executable_template
 from tracelink.report.fmt import clean, el
 from tracelink.report.glossary import glossary_section
 from tracelink.report.graph_view import graph_section
-from tracelink.report.hot_lines import hottest_lines  # noqa: F401  (tests/test_transformers.py imports it from here)
 from tracelink.report.layout import GraphLayout, hot_call_sites, layout_graph
 from tracelink.report.model import ReportModel, short_export
 from tracelink.report.source_view import flame_section, source_section

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tracelink.aggregate import attribution
-from tracelink.collect.hook import WORKGROUP_COLUMNS
+from tracelink.collect.hook_tables import WORKGROUP_COLUMNS
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.model import ReportModel
