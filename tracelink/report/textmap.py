@@ -17,7 +17,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink.ir_utils import new_context, walk
-from tracelink.provenance.locations import normalise
+from tracelink.provenance.locations import Normaliser
 from tracelink.provenance.program import FUNCTION_OPS
 
 ALIAS_DEFINITION = re.compile(r"^#[\w.$-]+\s*=\s*loc\(")
@@ -72,12 +72,12 @@ def strip_locations(text: str) -> str:
     return "".join(pieces)
 
 
-def location_keys(loc: ir.Location, enclosing: frozenset[str]) -> list[str]:
+def location_keys(loc: ir.Location, normalise: Normaliser) -> list[str]:
     """Frame keys (as the provenance graph stores each member's frames) a location may match, one per member."""
     keys = []
-    for member in normalise(loc, enclosing).members:
+    for member in normalise(loc).members:
         keys.append(json.dumps(list(member.frames)))
-        if not enclosing and len(member.frames) > 1:  # program unknown: IREE's outer frame may still be there
+        if not normalise.enclosing and len(member.frames) > 1:  # program unknown: IREE's outer frame may still be there
             keys.append(json.dumps(list(member.frames[:-1])))
     return list(dict.fromkeys(keys))
 
@@ -102,13 +102,14 @@ def parse_text_ops(text, enclosing, context, path) -> tuple[list[TextOp] | None,
             if enclosing is None:
                 enclosing = frozenset(str(op.operation.location) for op in written.body.operations if op.operation.name in FUNCTION_OPS)
             pairs = list(zip(walk(written.operation), walk(stripped.operation), strict=True))
+            normaliser = Normaliser(enclosing)  # one per parse: the ops of a program repeat few locations
             found = []
             for op, bare in pairs:
                 if op.name != bare.name:
                     return None, enclosing
                 position = bare.location
                 line = position.start_line if isinstance(position, ir.FileLineColLoc) else 0
-                found.append(TextOp(op.name, line, location_keys(op.location, enclosing)))
+                found.append(TextOp(op.name, line, location_keys(op.location, normaliser)))
             return found, enclosing
     except (ir.MLIRError, ValueError, TypeError, AttributeError):
         return None, enclosing or frozenset()
