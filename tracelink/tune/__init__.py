@@ -2,9 +2,10 @@
 comparison (``tracelink diff``).
 
 ``strategy`` searches IREE's whole-program lowering options (``strategy_space``: the options, their
-combinations and candidates; ``outputs``: whether a build computes what the default does; ``per_line``:
-what a faster strategy did to each source line; ``compose``: per-op compositions), recording what it
-measured in the tune record (``tracelink.aggregate.tune_record``). ``session`` runs it and then the tile
+combinations and candidates; ``tuners.halving``: which to race next; ``outputs``: whether a build
+computes what the default does; ``per_line``: what a faster strategy did to each source line;
+``compose``: per-op compositions), recording what it measured in the tune record
+(``tracelink.aggregate.tune_record``). Both searches run their tuners in the loop of ``tuners.loop``. ``session`` runs it and then the tile
 search on the winner's profile. The tile search's modules follow the data flow:
 ``targets`` picks the hot tunable dispatches → ``dispatch`` reads a dispatch's benchmark dump →
 ``space`` enumerates its tile configs → ``candidates`` + ``harness`` write candidate programs →

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pandas as pd
 from iree.compiler import ir
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import Progress
 
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile
@@ -79,22 +82,44 @@ class Task:
         return self.default.runtime_ms * self.default.gflops / best if best > 0 else self.default.runtime_ms
 
 
-def start_task(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console,
-               history: History | None) -> Task:
-    """Measure the dispatch's default config and set up its tuner (fed with resumed trials) and search."""
-    dispatch = target.dispatch
+TrialCallback = Callable[[list[Trial]], None]
+
+
+@dataclass
+class TileLoop:
+    """What the searches of one `tune` share: the configuration, where candidates are built (the
+    directory, the compile pool), the progress display, the cost model's history of earlier dispatches,
+    and the callbacks every measured batch of trials goes to as it is measured (as autotvm's
+    ``callbacks``: the trial log)."""
+
+    config: TuneConfig
+    workdir: Path
+    pool: ProcessPoolExecutor
+    console: Console
+    progress: Progress
+    history: History | None
+    callbacks: list[TrialCallback] = field(default_factory=list)
+
+    def measured(self, trials: list[Trial]) -> None:
+        for callback in self.callbacks:
+            callback(trials)
+
+
+def start_task(target: Target, loop: TileLoop, earlier: pd.DataFrame) -> Task:
+    """Measure the dispatch's default config and set up its tuner (fed with ``earlier``, the trials of a
+    resumed session) and search."""
+    dispatch, config, progress = target.dispatch, loop.config, loop.progress
     outcome = Outcome(dispatch.export, target.share, dispatch=dispatch)
     space = TileSpace(dispatch, config.space)
     outcome.space_size = len(space)
-    console.print(f"[bold]{escape(dispatch.export)}[/] ({target.share:.1%} of dispatch time): {escape(space.describe())}")
-    measurer = Measurer(dispatch, workdir / dispatch.export, config.measure, pool, console)
+    loop.console.print(f"[bold]{escape(dispatch.export)}[/] ({target.share:.1%} of dispatch time): {escape(space.describe())}")
+    measurer = Measurer(dispatch, loop.workdir / dispatch.export, config.measure, loop.pool, loop.console)
     default = measurer.measure_default(progress)
     outcome.default_ms = default.runtime_ms
-    earlier = log.earlier(dispatch.export)
     if not (earlier["tuner"] == "default").any():
-        log.append([default])
+        loop.measured([default])
     options = config.search
-    prior = history.model(space, options.seed) if history is not None else None
+    prior = loop.history.model(space, options.seed) if loop.history is not None else None
     tuner = make_tuner(options.tuner, space, seed=options.seed, budget=options.n_trial, plan_size=options.batch_size,
                        prior=prior)
     counter = [_resume(tuner, space, earlier)]
@@ -106,7 +131,7 @@ def start_task(target: Target, config: TuneConfig, workdir: Path, log: TrialLog,
             counter[0] += 1
             entries.append((counter[0], tuner.name, space.knob_values(index), space.config(index)))
         done = measurer.measure(entries, progress)
-        log.append(done)
+        loop.measured(done)
         trials.extend(done)
         return [trial.gflops if trial.ok else 0.0 for trial in done]
 
@@ -168,11 +193,10 @@ def finish_task(task: Task, config: TuneConfig, history: History | None) -> Outc
     return outcome
 
 
-def begin(target: Target, config: TuneConfig, workdir: Path, log: TrialLog, pool, progress, console: Console,
-          history: History | None) -> Task | Outcome:
+def begin(target: Target, loop: TileLoop, earlier: pd.DataFrame) -> Task | Outcome:
     """``start_task``, or the outcome noting why the dispatch could not be started."""
     try:
-        return start_task(target, config, workdir, log, pool, progress, console, history)
+        return start_task(target, loop, earlier)
     except Exception as error:  # one dispatch failing to tune is a note, the others go on
         return Outcome(target.export, target.share, note=one_line(error))
 
@@ -292,7 +316,8 @@ def search_tiles(targets: list[Target], config: TuneConfig, workdir: Path, resum
     pool = make_pool(config.measure.jobs)
     try:
         with progress_bar(console) as progress:
-            started = [begin(target, config, workdir, log, pool, progress, console, history) for target in targets]
+            loop = TileLoop(config, workdir, pool, console, progress, history, [log.append])
+            started = [begin(target, loop, log.earlier(target.dispatch.export)) for target in targets]
             tasks = [task for task in started if isinstance(task, Task)]
             run_schedule(tasks, config.search.n_trial * len(targets), workdir / "schedule.csv", deadline)
             if len(tasks) > 1:

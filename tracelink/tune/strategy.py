@@ -11,14 +11,11 @@ softmax (only where the program has attention). Each candidate is
 3. timed against the default build in alternating rounds (``rounds.alternate`` / ``stats.summarize``:
    the geometric mean of per-round ratios with a Student's t 95 % interval).
 
-The search is successive halving with a model of which options interact: every single option races
-the default in a short race; the faster half (at most ``keep``, each faster by its point estimate)
-go on. Each surviving *layout* option (what convolutions become) is combined with every set of the
-*lowering* options (data tiling, ukernels: they act on the matmuls a layout option makes, so they can
-help together and not alone), and the survivors with each other; these are built, checked and raced
-in a short race together with the survivors. Last, the best few of that race (the best single option
-among them) race again in a longer race, and the winner is the largest speedup of that race whose
-interval lies above 1: never slower than the best single option set raced in the same rounds.
+The search is successive halving with a model of which options interact, a tuner on the interface
+the tile tuners share (:mod:`tracelink.tune.tuners.halving`), driven by their loop
+(:mod:`tracelink.tune.tuners.loop`): each batch is one race, which this module measures. The winner is
+the largest speedup of the final race whose interval lies above 1: never slower than the best single
+option set raced in the same rounds.
 After the per-line table, :meth:`StrategySearch.compose` builds per-op compositions
 (:mod:`tracelink.tune.compose`, :func:`composition_plans`): an im2col winner that leaves the
 convolutions the table shows it slowing to the default lowering, and a profiled strategy without
@@ -53,8 +50,10 @@ from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 from tracelink.tune.stats import summarize
-from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Option, StrategyOptions, best_half, combinations,
-                                           directory_name, layouts, option_flags, settle)
+from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Option, StrategyOptions, directory_name, layouts,
+                                           option_flags)
+from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner, Race
+from tracelink.tune.tuners.loop import drive
 
 
 class Budget:
@@ -86,7 +85,9 @@ class SearchResult:
 
 
 class StrategySearch:
-    """Successive halving over :data:`OPTIONS` (and ``extra`` candidates) for one profile."""
+    """The strategy search of one profile: the halving tuner (:mod:`tracelink.tune.tuners.halving`) over
+    :data:`OPTIONS` (and ``extra`` candidates) proposes races, which this class measures (builds, checks
+    and times), driven by the tuners' loop; the tune record is written after every measured step."""
 
     def __init__(self, profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
                  compile_timeout: float, resume: bool):
@@ -103,7 +104,8 @@ class StrategySearch:
         chosen = [option for option in OPTIONS if (not options.only or option.name in options.only)
                   and (option.name not in ROOT_OP_OF or ROOT_OP_OF[option.name] in roots)]
         singles = [*chosen, *(Option(name, tuple(flags)) for name, flags in options.extra.items())]
-        self.result = SearchResult([Candidate(option) for option in singles], None,
+        self.tuner = HalvingTuner([Candidate(option) for option in singles], options)
+        self.result = SearchResult(self.tuner.candidates, None,  # one list: what the tuner proposed is the record
                                    [f for f in self.flags if not f.startswith(DUMP_FLAG_PREFIXES)])
         self.reference: list[np.ndarray] | None = None
 
@@ -115,34 +117,24 @@ class StrategySearch:
         self.save()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True) as progress:
-            singles = list(self.result.candidates)
-            task = progress.add_task("strategies: single options", total=len(singles) + 1)
-            self._stage(singles, self.options.first_rounds, progress, task, [], stage=1)
-            survivors = best_half(singles, self.options.keep)
-            combos = [Candidate(option, stage=2) for option in combinations(survivors, singles)]
-            known = {frozenset(option_flags(c.option)) for c in self.result.candidates}  # same flags: same build
-            combos = [c for c in combos if frozenset(option_flags(c.option)) not in known]
-            self.result.candidates += combos
-            self.save()
-            if combos:
-                progress.update(task, description="strategies: combinations of the best", completed=0,
-                                total=len(combos) + 1)
-                self._stage(combos, self.options.first_rounds, progress, task, survivors, stage=2)
-            # the last race: the best few of the latest stage (the best single option among them), more rounds
-            latest = max((c.stage for c in self.result.candidates if c.ci is not None), default=0)
-            finalists = best_half([c for c in self.result.candidates if c.ci is not None and c.stage == latest],
-                                   self.options.finalists)
-            if survivors and survivors[0] not in finalists and survivors[0].vmfb is not None:
-                finalists.append(survivors[0])
-            finalists = [c for c in finalists if c.vmfb is not None]
-            if finalists and self.budget.left() > 0:
-                progress.update(task, description=f"strategies: final race of {len(finalists)}, "
-                                f"{self.options.final_rounds} rounds", completed=0, total=1)
-                self._race(finalists, self.options.final_rounds, stage=3)
-                self.save()
-        self.result.winner = settle(self.result.candidates)
+            task = progress.add_task("strategies", total=1)
+            drive(self.tuner, lambda races: [self._measure(race, progress, task) for race in races], 1,
+                  [lambda races, results: self.save()])
+        self.result.winner = self.tuner.best()
         self.save()
         return self.result
+
+    def _measure(self, race: Race, progress: Progress, task) -> None:
+        """Build, check and time one race's candidates, as the budget allows."""
+        if race.stage == FINAL_STAGE:
+            if self.budget.left() > 0:
+                progress.update(task, description=f"strategies: final race of {len(race.also)}, {race.rounds} rounds",
+                                completed=0, total=1)
+                self._race(race.also, race.rounds, stage=race.stage)
+            return
+        title = "strategies: single options" if race.stage == 1 else "strategies: combinations of the best"
+        progress.update(task, description=title, completed=0, total=len(race.build) + 1)
+        self._stage(race.build, race.rounds, progress, task, race.also, stage=race.stage)
 
     def _stage(self, candidates: list[Candidate], rounds: int, progress: Progress, task, also: list[Candidate],
                stage: int) -> None:

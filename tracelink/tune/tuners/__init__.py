@@ -1,6 +1,8 @@
-"""Search strategies over a TileSpace, in AutoTVM's shape, one tuner per module: the interface
-(:mod:`.base`), :mod:`.xgb` (cost model and simulated annealing), :mod:`.random` and :mod:`.grid` (the
-baselines), and :mod:`.search`, which runs any of them against a measuring function."""
+"""The tuners of both search spaces, in AutoTVM's shape, one per module, and the loop that drives them
+(:mod:`.loop`: the interface and one step of proposing, measuring, learning and calling back). Tile
+configs of a dispatch: the interface's base (:mod:`.base`), :mod:`.xgb` (cost model and simulated
+annealing), :mod:`.random` and :mod:`.grid` (the baselines), and :mod:`.search`, a trial budget and
+early stopping around them; strategies: :mod:`.halving` (successive halving, one race per batch)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracelink.tune.tuners.base import Tuner
+from tracelink.tune.tuners.loop import step
 
 
 @dataclass
@@ -41,11 +42,9 @@ class Search:
 
         ``measure`` returns the throughput of each point (0 for a failure). The search stops early
         when the best has not improved during the last ``early_stopping`` trials."""
-        batch = self.tuner.next_batch(min(self.batch_size, limit))
+        batch, values = step(self.tuner, self.measure, min(self.batch_size, limit))
         if not batch:
             return 0
-        values = self.measure(batch)
-        self.tuner.update(batch, values)
         for index, value in zip(batch, values):
             self.trials += 1
             if value > self.best:
