@@ -21,9 +21,7 @@ def audit_section(main, model: ReportModel) -> None:
 
 
 def ops_without_location(node, names: list) -> None:
-    el(node, "h3", None, f"Compute ops without a location ({len(names)})")
-    if not names:
-        el(node, "p", class_="muted", text="None: every compute op of the input has a location.")
+    if not audit_heading(node, f"Compute ops without a location ({len(names)})", None, names, "None: every compute op of the input has a location."):
         return
     counts: dict[str, int] = {}
     for name in names:
@@ -36,9 +34,7 @@ def ops_without_location(node, names: list) -> None:
 
 
 def ops_without_dispatch(node, model: ReportModel, missing: list[dict]) -> None:
-    el(node, "h3", None, f"Compute ops in no dispatch ({len(missing)})")
-    if not missing:
-        el(node, "p", class_="muted", text="None.")
+    if not audit_heading(node, f"Compute ops in no dispatch ({len(missing)})", None, missing, "None."):
         return
 
     def cells(row, item: dict) -> None:
@@ -48,10 +44,9 @@ def ops_without_dispatch(node, model: ReportModel, missing: list[dict]) -> None:
 
 
 def ops_split(node, model: ReportModel, split: list[dict]) -> None:
-    el(node, "h3", None, f"Ops split across dispatches ({len(split)})")
-    el(node, "p", class_="note", text="A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.")
-    if not split:
-        el(node, "p", class_="muted", text="None: every source op is computed by one dispatch.")
+    if not audit_heading(node, f"Ops split across dispatches ({len(split)})",
+                         "A source op computed in several dispatches: split by the compiler, or recomputed as a fused producer in each consumer.",
+                         split, "None: every source op is computed by one dispatch."):
         return
 
     def cells(row, item: dict) -> None:
@@ -60,6 +55,16 @@ def ops_split(node, model: ReportModel, split: list[dict]) -> None:
         el(row, "td", None, ", ".join(item.get("roles", [])))
 
     folded_by_reason(node, model, split, lambda item: split_reason(item.get("roles", [])), ("op", "location", "call sites", "roles"), cells)
+
+
+def audit_heading(node, title: str, note: str | None, items: list, empty: str) -> bool:
+    """A part's heading and note; with no ``items``, the ``empty`` line instead of a table (and False)."""
+    el(node, "h3", None, title)
+    if note:
+        el(node, "p", class_="note", text=note)
+    if not items:
+        el(node, "p", class_="muted", text=empty)
+    return bool(items)
 
 
 def folded_by_reason(node, model: ReportModel, items: list[dict], reason: Callable[[dict], str], columns: tuple[str, ...], cells: Callable) -> None:
@@ -79,10 +84,9 @@ def folded_by_reason(node, model: ReportModel, items: list[dict], reason: Callab
 
 
 def shared_executables(node, model: ReportModel, shared: list[dict]) -> None:
-    el(node, "h3", None, f"Executables shared by several call sites ({len(shared)})")
-    el(node, "p", class_="note", text="IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) cannot tell these call sites apart.")
-    if not shared:
-        el(node, "p", class_="muted", text="None: each executable serves one call site.")
+    if not audit_heading(node, f"Executables shared by several call sites ({len(shared)})",
+                         "IREE compiles identical dispatches once; a tool that knows one location per executable (e.g. Tracy's zones) "
+                         "cannot tell these call sites apart.", shared, "None: each executable serves one call site."):
         return
     sites = {site["index"]: site for site in model.call_sites}
     group = el(node, "details", class_="reason")
