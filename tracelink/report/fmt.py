@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 def clean(text: str) -> str:
     """Text lxml accepts: characters XML cannot hold become U+FFFD."""
+    if text.isascii() and text.isprintable():  # most of a page's strings: nothing to replace (checked in C)
+        return text
     return XML_INVALID.sub("\ufffd", text)
 
 
@@ -125,10 +128,16 @@ def heat(share: float | None) -> int:
     return max(1, min(6, math.ceil(math.sqrt(min(share, 1.0)) * 6)))
 
 
+@functools.cache
+def attribute_name(keyword: str) -> str:
+    """The HTML attribute a keyword argument names: ``class_`` is ``class``, ``data_cs`` is ``data-cs``."""
+    return keyword.rstrip("_").replace("_", "-")
+
+
 def el(parent: etree._Element | None, tag: str, attrib: dict | None = None, text: str | None = None, **kwargs) -> etree._Element:
     """An element (appended to ``parent`` when given); ``class_`` and other keyword attributes allowed."""
     attributes = {k: clean(str(v)) for k, v in (attrib or {}).items() if v is not None}
-    attributes.update({k.rstrip("_").replace("_", "-"): clean(str(v)) for k, v in kwargs.items() if v is not None})
+    attributes.update({attribute_name(k): clean(str(v)) for k, v in kwargs.items() if v is not None})
     node = etree.SubElement(parent, tag, attributes) if parent is not None else etree.Element(tag, attributes)
     if text is not None:
         node.text = clean(str(text))
