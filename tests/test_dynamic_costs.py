@@ -100,3 +100,55 @@ def test_a_size_no_hook_fixes_is_a_lower_bound_with_no_verdict(on_vulkan):
     trace = json.loads((profile.directory / "trace.json").read_text())
     flagged = {event["args"]["call_site"] for event in trace["traceEvents"] if event.get("cat") == "dispatch" and event["args"].get("rates_are_lower_bounds")}
     assert flagged == {int(scaled["call_site"])}
+
+
+LLAMA_PREFILL = """
+import torch
+import transformers
+from pathlib import Path
+from iree.compiler import ir
+from iree.compiler.extras import fx_importer
+from tracelink.compile.frontends.torch_export import decomposition_table
+from tracelink.compile.frontends.torch_parameters import ParameterArchive
+
+torch.manual_seed(0)
+config = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                                  num_key_value_heads=2, vocab_size=512, max_position_embeddings=128)
+
+
+class Prefill(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = transformers.LlamaForCausalLM(config).eval()
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+sequence = torch.export.Dim("sequence", min=2, max=64)
+program = torch.export.export(Prefill(), (torch.zeros(1, 16, dtype=torch.long),), dynamic_shapes={"ids": {1: sequence}})
+archive = ParameterArchive()
+importer = fx_importer.FxImporter(context=ir.Context(), hooks=archive.hooks())
+importer.import_program(program.run_decompositions(decomposition_table((), "llama")), func_name="prefill")
+Path("prefill.mlir").write_text(importer.module.operation.get_asm(enable_debug_info=True))
+archive.write(Path("prefill.irpa"))
+"""
+
+
+def test_a_prefill_imported_from_torch_costs_its_sequence_exactly(tmp_path):
+    # IREE's ABI wraps a torch program's function in an `$async` body that holds its dispatches: the run's
+    # input shape must reach them there (issue 33: every projection of a paged LLaMA read as a lower bound)
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", LLAMA_PREFILL], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    tokens = 32
+    profile = run_profile(tmp_path / "prefill.mlir", tmp_path / "out", function="prefill", inputs=[f"1x{tokens}xi64=1"],
+                          parameters=[f"model={tmp_path / 'prefill.irpa'}"], repetitions=2)
+    run = profile.call_sites[profile.call_sites["phase"] == "run"]
+    assert not run["lower_bound"].any()
+    projections = run[run["export"].str.endswith("matmul_1xDx256x256_f32")]
+    assert len(projections) == 2  # the attention's query and output projections
+    query, output = projections["flops"]
+    assert query == 2 * tokens * 256 * 256
+    assert output == 2 * tokens * 256 * 256 + tokens * 256  # the residual add fused into it

@@ -319,7 +319,9 @@ def read_regions(
     exports = flow_exports(parse_file(flow, context))
     regions: list[DispatchRegion] = []
     region_ops: list[ir.Operation] = []
-    for code_name, code_op in code_blocks(created):
+    blocks = code_blocks(created)
+    entry = entry_body(entry, [name for name, _ in blocks])
+    for code_name, code_op in blocks:
         run = RuntimeSizes(argument_shapes if code_name == entry else None)
         for ordinal, op in enumerate(op for op in walk(code_op) if op.name == "flow.dispatch.workgroups"):
             region = region_costs(op, normalise, run)
@@ -332,6 +334,13 @@ def read_regions(
         workloads = ExportWorkloads(executables, context)
         return with_run_constants(regions, region_ops, constants, workloads, normalise, RuntimeSizes(argument_shapes), entry)
     return regions
+
+
+def entry_body(entry: str | None, functions: list[str]) -> str | None:
+    """The function holding ``entry``'s dispatches: the ``$async`` body IREE's ABI wraps it in when there is
+    one (a program imported from torch; its arguments are the entry's, then two fences), else ``entry``."""
+    body = f"{entry}$async"
+    return body if entry is not None and body in functions else entry
 
 
 def flow_exports(outlined: ir.Module) -> dict[tuple[str, int], str]:
