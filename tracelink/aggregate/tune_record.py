@@ -124,8 +124,8 @@ def _per_line(rows: object, names: set[str]) -> pd.DataFrame:
         base, tried = _number(row.get("base_ns"), f"{where}.base_ns"), _number(row.get("strategy_ns"), f"{where}.strategy_ns")
         if base < 0 or tried < 0:
             raise BadStrategies(f"{where}: a negative time")
-        # tune's ratio is diff's speedup (the geometric mean of per-round ratios, steadier on a loaded
-        # machine than the ratio of the medians); the strategy's time is re-expressed through it, so sums
+        # tune's ratio is the line's paired speedup (tracelink.tune.stats: steadier on a loaded machine
+        # than the ratio of the medians); the strategy's time is re-expressed through it, so sums
         # over lines and op kinds weigh each row by its base time and one row reads the ratio tune printed
         given = row.get("ratio")
         valid = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given) and given > 0
