@@ -320,7 +320,8 @@ WRITTEN_PATHS = (
     ".tracelink", ".tracelink.lock", "profile.json", "events.parquet", "call_sites.csv", "report.html", "trace.json",
     "profile.pb.gz", "zones.parquet", "diff.csv", "diff.json", "artifacts", "artifacts/ingested.tracy", "repro",
     "repro/call_site_0", "repro/call_site_0/dispatch.mlir", "repro/call_site_0/run.sh", "repro/call_site_0/README.md",
-    "diff_rounds", "diff_rounds/base_0", "diff_rounds/base_0/run.log", "tune", "tune/trials.csv", "tune/schedule.csv",
+    "diff_rounds", "diff_rounds/base_0", "diff_rounds/base_0/run.log", "tune", "tune/records.jsonl", "tune/trials.csv",
+    "tune/schedule.csv",
 )
 PLANT_KINDS = ("link-to-file", "link-to-folder", "dangling-link", "hard-link", "old-temporary-name")
 LINK_COMMANDS = ("profile", "report", "repro", "diff", "tune")
@@ -374,7 +375,7 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
 
     def tune() -> None:
         with locked(directory, trees=("tune",)):
-            TrialLog(directory / "tune" / "trials.csv", resume=True).append([])
+            TrialLog(directory, resume=True).append([])
             write_table(pd.DataFrame({"round": [1]}), directory / "tune" / "schedule.csv")
 
     return {

@@ -107,16 +107,18 @@ def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, 
     assert (tmp_path / "x.csv").read_text().startswith("label,") and (tmp_path / "x.json").read_text().startswith("{")
 
 
-def test_a_trials_table_cut_mid_row_resumes_without_the_partial_row(tmp_path):
+def test_a_record_log_cut_mid_record_resumes_without_the_partial_record(tmp_path):
     from tracelink.tune.trial_log import TRIAL_COLUMNS, TrialLog
 
-    path = tmp_path / "trials.csv"
-    row = ",".join("1" if c in ("number", "trial") else "x" for c in TRIAL_COLUMNS)
-    path.write_text(",".join(TRIAL_COLUMNS) + "\n" + row + "\n" + row + "\n" + row[: len(row) // 2])
-    log = TrialLog(path, resume=True)
+    path = tmp_path / "tune" / "records.jsonl"
+    path.parent.mkdir()
+    record = json.dumps({"kind": "tile", **{c: 1 if c == "trial" else "x" for c in TRIAL_COLUMNS}})
+    path.write_text(record + "\n" + record + "\n" + record[: len(record) // 2])
+    log = TrialLog(tmp_path, resume=True)
     assert len(log.previous) == 2 and path.read_text().endswith("\n")
+    assert len((tmp_path / "tune" / "trials.csv").read_text().splitlines()) == 3  # the header and both trials
     path.write_text("a,b\n1,2\n")
     from tracelink.errors import TracelinkError
 
-    with pytest.raises(TracelinkError, match="not a trials table"):
-        TrialLog(path, resume=True)
+    with pytest.raises(TracelinkError, match="not a record of tune's log"):
+        TrialLog(tmp_path, resume=True)

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--trials", type=int, help="trials per dispatch on average, allocated round by round by expected end-to-end gain (default 32)")
     tune.add_argument("--tuner", choices=TUNER_NAMES, help="search strategy (default xgb)")
     tune.add_argument("--config", type=Path, help="TOML file with [space], [search], [measure], [select] tables")
-    tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/trials.csv")
+    tune.add_argument("--resume", action="store_true", help="continue from <profile>/tune/records.jsonl, the record of what was measured")
     tune.add_argument("-o", "--output", type=Path, help="tuning spec to write (default <profile>/tune/spec.mlir)")
     tune.add_argument("--rounds", type=int, help="alternating rounds of the final whole-program check (default 10; "
                       "0: skip it and the per-config in-program check)")
@@ -148,8 +148,8 @@ def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tup
             return profile, tune_session(profile, config, args.dispatch, args.resume, args.output, console,
                                          _profile_builder(profile, console))
     except KeyboardInterrupt:
-        console.print(f"interrupted: what was measured is kept in {args.profile / 'tune'} (strategies.json, "
-                      "trials.csv; continue with --resume)", markup=False)
+        console.print(f"interrupted: what was measured is kept in {args.profile / 'tune' / 'records.jsonl'} "
+                      "(continue with --resume)", markup=False)
         raise
 
 

@@ -1,10 +1,23 @@
-"""The tune record: ``PROFILE/tune/strategies.json``, its schema, its writer and its readers, in one
-place. ``tracelink tune`` writes it (atomically, after every measured strategy, so an interrupt keeps
-what was measured) and reads it back for ``--resume``; the advice (:mod:`tracelink.aggregate.advice`),
-the profile loader and the report read it as untrusted input. It sits in ``aggregate`` so that those
-readers need not import ``tune``, a later stage.
+"""The tune record, in one module: tune's **record log** (``PROFILE/tune/records.jsonl``, one JSON object
+a line, one per measured trial of either search, as autotvm keeps one log) and the views derived from
+it, with their schemas, writers and readers. ``tracelink tune`` appends to the log as it measures (so an
+interrupt keeps every finished trial) and reads it back for ``--resume``; the strategy search's view,
+``PROFILE/tune/strategies.json``, is what the advice (:mod:`tracelink.aggregate.advice`), the profile
+loader and the report read, as untrusted input. It sits in ``aggregate`` so that those readers need not
+import ``tune``, a later stage.
 
-Schema 1::
+Records (``kind``):
+
+- ``strategies``: the start of a strategy search, ``{"kind", "base_flags": [str]}``;
+- ``strategy``: what was measured of one strategy (its build and output check, then each race), as in
+  the ``strategies`` entries below; ``{"kind", "name", "removed": true}`` drops a candidate the search
+  proposed and then left out (a per-op composition that rewrote nothing);
+- ``per_line``: one row of ``per_line`` below;
+- ``tile``: one measured tile configuration of a dispatch (the columns of ``trials.csv``,
+  :mod:`tracelink.tune.trial_log`).
+
+``strategies.json`` (schema 1) is the latest strategy search's records: each strategy's latest record,
+in the order they were first proposed, and that search's per-line rows::
 
     {"schema": 1,
      "base": {"flags": [str]},                       # the profiled build's flags (dumps left out)
@@ -33,10 +46,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelink.atomic import make_directory, write_text_atomic
+from tracelink.atomic import make_directory, open_for_writing, write_text_atomic
 from tracelink.errors import TracelinkError
 
 STRATEGIES_FILE = Path("tune") / "strategies.json"
+RECORDS_FILE = Path("tune") / "records.jsonl"
+STRATEGY_KINDS = ("strategies", "strategy", "per_line")  # the strategy search's records
 SCHEMA = 1
 STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
 MAX_FILE_BYTES = 64_000_000
@@ -179,16 +194,14 @@ def read_strategies(directory: Path, warn: Callable[[str], None] = warn_on_stder
         return None
 
 
-def load_strategies(directory: Path) -> Strategies | None:
-    """An earlier tune's record for ``--resume`` (None when absent); a damaged one is an error, since
-    resuming from it would redo or misread measurements."""
-    path = Path(directory) / STRATEGIES_FILE
-    if not path.is_file():
-        return None
+def resumed_strategies(log: RecordLog) -> dict[str, Strategy]:
+    """What earlier strategy searches in the log measured of each strategy (its latest record), for
+    ``--resume``; a record off the schema is an error, since resuming from it would misread it."""
     try:
-        return parse_strategies(path, path.read_text(encoding="utf-8"))
-    except (BadStrategies, OSError, UnicodeDecodeError) as error:
-        raise TracelinkError(f"{path}: not a strategies record of this tracelink ({error}); move it away to start afresh") from None
+        return {name: _strategy({key: value for key, value in record.items() if key != "kind"}, index)
+                for index, (name, record) in enumerate(latest_strategies(log.records).items())}
+    except BadStrategies as error:
+        raise TracelinkError(f"{log.path}: a strategy record off the schema ({error}); move the file away to start afresh") from None
 
 
 def strategies_document(base_flags: list[str], strategies: list[dict], per_line: list[dict]) -> dict:
@@ -201,3 +214,76 @@ def write_strategies(directory: Path, document: dict) -> Path:
     path = Path(directory) / STRATEGIES_FILE
     make_directory(path.parent)
     return write_text_atomic(path, json.dumps(document, indent=2, allow_nan=False))
+
+
+class RecordLog:
+    """tune's record log (the module's docstring): read when opened, appended to and flushed as trials
+    are measured. Opened for a search with ``kinds``, its own records: a fresh search (``resume`` false)
+    starts without them, keeping the other search's."""
+
+    def __init__(self, directory: Path, kinds: tuple[str, ...], resume: bool):
+        self.path = Path(directory) / RECORDS_FILE
+        make_directory(self.path.parent)
+        self.records = read_records(self.path) if self.path.is_file() else []
+        if not resume or not self.path.is_file():
+            self.records = [record for record in self.records if record["kind"] not in kinds]
+            write_text_atomic(self.path, "".join(record_line(record) for record in self.records))
+
+    def of_kind(self, *kinds: str) -> list[dict]:
+        return [record for record in self.records if record["kind"] in kinds]
+
+    def append(self, records: list[dict]) -> None:
+        records = [finite(record) for record in records]  # held as they read back
+        with open_for_writing(self.path, "a") as out:
+            out.write("".join(record_line(record) for record in records))
+        self.records += records
+
+
+def finite(record: dict) -> dict:
+    """``record`` with a NaN or infinite number (a failed trial's time) as None (JSON's null)."""
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in record.items()}
+
+
+def record_line(record: dict) -> str:
+    return json.dumps(finite(record), allow_nan=False) + "\n"
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of a log; a last line cut by an interrupt is dropped (its trial runs again)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as handle:  # appends must start on a fresh line
+            handle.truncate(data.rfind(b"\n") + 1)
+        data = data[: data.rfind(b"\n") + 1]
+    records = []
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        lines = ["not UTF-8"]
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise TracelinkError(f"{path}:{number}: not a record of tune's log; move the file away to start afresh")
+        records.append(record)
+    return records
+
+
+def latest_strategies(records: list[dict]) -> dict[str, dict]:
+    """Each strategy's latest record among ``records``, in the order they were first proposed."""
+    latest: dict[str, dict] = {}
+    for record in records:
+        if record["kind"] == "strategy":
+            latest[record["name"]] = record  # a later record keeps the place of the first
+    return {name: record for name, record in latest.items() if not record.get("removed")}
+
+
+def strategies_view(log: RecordLog) -> dict:
+    """``strategies.json`` of the latest strategy search in the log."""
+    starts = [index for index, record in enumerate(log.records) if record["kind"] == "strategies"]
+    session = log.records[starts[-1]:] if starts else []
+    entries = [{key: value for key, value in record.items() if key != "kind"} for record in latest_strategies(session).values()]
+    rows = [{key: value for key, value in record.items() if key != "kind"} for record in session if record["kind"] == "per_line"]
+    return strategies_document(session[0]["base_flags"] if session else [], entries, rows)

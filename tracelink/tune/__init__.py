@@ -9,7 +9,7 @@ computes what the default does; ``per_line``: what a faster strategy did to each
 search on the winner's profile. The tile search's modules follow the data flow:
 ``targets`` picks the hot tunable dispatches → ``dispatch`` reads a dispatch's benchmark dump →
 ``space`` enumerates its tile configs → ``candidates`` + ``harness`` write candidate programs →
-``measure`` compiles, verifies and times them (``trial_log``: trials.csv) → ``model`` + ``tuners`` (one
+``measure`` compiles, verifies and times them (``trial_log``: their records) → ``model`` + ``tuners`` (one
 module per tuner) choose what to measure next, ``schedule`` which dispatch gets the next trials →
 ``spec`` writes the merged tuning spec → ``program_check`` checks it inside the whole program;
 ``run`` ties these together for a profile directory, ``config`` reads tune.toml. ``diff`` compares two

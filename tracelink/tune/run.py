@@ -1,8 +1,8 @@
 """`tracelink tune`, end to end: pick the hot tunable dispatches of a profile, search each one's tile
 configs, confirm the winners against the default, and write one tuning spec.
 
-Every trial is appended to ``<profile>/tune/trials.csv`` as soon as it is measured, so an interrupted
-run keeps its trials and ``resume=True`` continues from them. ``summary.csv`` holds one row per tuned
+Every trial is appended to the record log (``<profile>/tune/records.jsonl``, :mod:`.trial_log`) as soon
+as it is measured, so an interrupted run keeps its trials and ``resume=True`` continues from them. ``summary.csv`` holds one row per tuned
 dispatch; the spec goes to ``<profile>/tune/spec.mlir`` unless another path is given.
 """
 
@@ -309,7 +309,7 @@ def announce_targets(profile: Profile, config: TuneConfig, dispatch_name: str | 
 def search_tiles(targets: list[Target], config: TuneConfig, workdir: Path, resume: bool, console: Console,
                  deadline: float | None) -> list[Outcome]:
     """Search every target's tile configs (trials scheduled by expected gain) and confirm each one's best."""
-    log = TrialLog(workdir / "trials.csv", resume)
+    log = TrialLog(workdir.parent, resume)  # the profile directory: workdir is its tune/
     history = None
     if config.search.tuner == "xgb" and config.search.transfer:
         history = History(history_path(config.measure.device, config.measure.clock))

@@ -40,7 +40,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate.tune_record import load_strategies, strategies_document, write_strategies
+from tracelink.aggregate.tune_record import (STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document, strategies_view,
+                                             write_strategies)
 from tracelink.atomic import make_directory
 from tracelink.profile_dir import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines
@@ -98,8 +99,8 @@ class StrategySearch:
         self.function = profile.summary["function"]
         self.inputs, self.parameters = run_inputs(profile), run_parameters(profile)
         self.workdir = profile.directory / "tune" / "strategies"
-        earlier = load_strategies(profile.directory) if resume else None
-        self.earlier = {entry.name: entry for entry in (earlier.strategies if earlier else ())}
+        self.log = RecordLog(profile.directory, STRATEGY_KINDS, resume)
+        self.earlier = resumed_strategies(self.log) if resume else {}
         roots = set(profile.call_sites["root_op"].dropna()) if "root_op" in profile.call_sites else set()
         chosen = [option for option in OPTIONS if (not options.only or option.name in options.only)
                   and (option.name not in ROOT_OP_OF or ROOT_OP_OF[option.name] in roots)]
@@ -108,9 +109,22 @@ class StrategySearch:
         self.result = SearchResult(self.tuner.candidates, None,  # one list: what the tuner proposed is the record
                                    [f for f in self.flags if not f.startswith(DUMP_FLAG_PREFIXES)])
         self.reference: list[np.ndarray] | None = None
+        self.log.append([{"kind": "strategies", "base_flags": self.result.base_flags}])
+        self.logged: dict[str, dict] = {}  # each candidate's entry as last recorded in this search
+        self.logged_rows: list[dict] = []
 
     def save(self) -> None:
-        write_strategies(self.profile.directory, self.result.document())
+        """Record what changed since the last save (a candidate proposed or measured, one left out, new
+        per-line rows) in the log, then write strategies.json from the log."""
+        entries = {candidate.name: candidate.entry() for candidate in self.result.candidates}
+        records = [{"kind": "strategy", **entry} for name, entry in entries.items() if self.logged.get(name) != entry]
+        records += [{"kind": "strategy", "name": name, "removed": True} for name in self.logged if name not in entries]
+        rows = [row for row in self.result.per_line if row not in self.logged_rows]
+        records += [{"kind": "per_line", **row} for row in rows]
+        if records:
+            self.log.append(records)
+        self.logged, self.logged_rows = entries, self.logged_rows + rows
+        write_strategies(self.profile.directory, strategies_view(self.log))
 
     def run(self) -> SearchResult:
         """Race the single options, then combinations of the best, then the finalists; every step saved."""
@@ -305,12 +319,12 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
     search = StrategySearch(profile, options, budget, console, compile_timeout, resume)
     result = search.run()
     for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
-        _profile_strategy(profile, result, candidate, options, budget, console, profile_build)
+        _profile_strategy(search, candidate, profile_build)
     if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
         with console.status("composing strategies per op: building and racing the compositions"):
             search.compose()
         if result.winner.program is not None:  # a composition won
-            _profile_strategy(profile, result, result.winner, options, budget, console, profile_build)
+            _profile_strategy(search, result.winner, profile_build)
     return result
 
 
@@ -329,10 +343,10 @@ def profile_order(result: SearchResult) -> list[Candidate]:
     return [*first.values(), *(c for c in faster if c not in first.values())]
 
 
-def _profile_strategy(profile: Profile, result: SearchResult, candidate: Candidate, options: StrategyOptions,
-                      budget: Budget, console: Console, profile_build: ProfileBuild) -> None:
+def _profile_strategy(search: StrategySearch, candidate: Candidate, profile_build: ProfileBuild) -> None:
     """Profile the program built with ``candidate`` and add its per-line rows (while the budget lasts)."""
-    if budget.left() <= 0:
+    profile, result, options, console = search.profile, search.result, search.options, search.console
+    if search.budget.left() <= 0:
         return
     directory = profile.directory / "tune" / "strategies" / directory_name(candidate.name) / "profile"
     try:
@@ -343,4 +357,4 @@ def _profile_strategy(profile: Profile, result: SearchResult, candidate: Candida
         console.print(f"no per-line table for {candidate.name}: {first_line(error)}", markup=False)
         return
     result.profiles[candidate.name] = directory
-    write_strategies(profile.directory, result.document())
+    search.save()

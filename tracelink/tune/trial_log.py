@@ -1,5 +1,6 @@
-"""trials.csv: one row per measured tile configuration, appended as trials finish, read back by
-``--resume``."""
+"""The tile search's side of tune's record log (:mod:`tracelink.aggregate.tune_record`): one ``tile``
+record per measured configuration, appended as trials finish and read back by ``--resume``, and
+``trials.csv``, one row per tile record of the log, derived from it after every batch."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelink.atomic import make_directory, open_for_writing, write_atomic
-from tracelink.errors import TracelinkError, first_line
+from tracelink.aggregate.tune_record import RecordLog
+from tracelink.atomic import write_atomic
 from tracelink.tune.measure import Trial
 
 TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
+TILE = "tile"
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> Path:
@@ -21,38 +23,31 @@ def write_table(frame: pd.DataFrame, path: Path) -> Path:
 
 
 class TrialLog:
-    """trials.csv: one row per measured configuration, appended and flushed as trials finish."""
+    """The tile records of the profile ``directory``'s log: a fresh search (``resume`` false) starts
+    without the earlier ones; ``previous`` holds them for ``--resume``."""
 
-    def __init__(self, path: Path, resume: bool):
-        self.path = path
-        make_directory(path.parent)
-        self.previous = read_trials(path) if resume and path.exists() else None
-        if not resume or not path.exists():
-            with open_for_writing(path, "w", newline="") as out:
-                csv.DictWriter(out, TRIAL_COLUMNS).writeheader()
+    def __init__(self, directory: Path, resume: bool):
+        self.log = RecordLog(directory, (TILE,), resume)
+        self.table = Path(directory) / "tune" / "trials.csv"
+        self.previous = pd.DataFrame(self.rows(), columns=TRIAL_COLUMNS)
+        self.write_table()
+
+    def rows(self) -> list[dict]:
+        return [{column: record.get(column) for column in TRIAL_COLUMNS} for record in self.log.of_kind(TILE)]
 
     def append(self, trials: list[Trial]) -> None:
-        with open_for_writing(self.path, "a", newline="") as out:
-            writer = csv.DictWriter(out, TRIAL_COLUMNS)
-            for trial in trials:
-                writer.writerow(trial.row())
+        self.log.append([{"kind": TILE, **trial.row()} for trial in trials])
+        self.write_table()
+
+    def write_table(self) -> None:
+        """trials.csv from the log (a failed trial's times are empty)."""
+        def write(temporary: Path) -> None:
+            with temporary.open("w", newline="") as out:
+                writer = csv.DictWriter(out, TRIAL_COLUMNS)
+                writer.writeheader()
+                writer.writerows(self.rows())
+
+        write_atomic(self.table, write)
 
     def earlier(self, export: str) -> pd.DataFrame:
-        if self.previous is None or self.previous.empty:
-            return pd.DataFrame(columns=TRIAL_COLUMNS)
         return self.previous[self.previous["dispatch"] == export]
-
-
-def read_trials(path: Path) -> pd.DataFrame:
-    """The trials of an earlier run; a last row cut by an interrupt is dropped (its trial runs again)."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with path.open("r+b") as handle:  # appends must start on a fresh line
-            handle.truncate(data.rfind(b"\n") + 1)
-    try:
-        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise TracelinkError(f"{path}: corrupt trials table ({first_line(error)}); move it away to start afresh") from None
-    if list(frame.columns) != TRIAL_COLUMNS:
-        raise TracelinkError(f"{path}: not a trials table of this tracelink (columns differ); move it away to start afresh")
-    return frame
