@@ -89,7 +89,8 @@ def test_device_time_is_within_wall_time_and_overhead_is_apart(vulkan):
     times = vulkan.summary["device_time"]
     assert times["clock"] == "device timestamps" and times["iterations"] == REPETITIONS
     per_iteration = vulkan.events.groupby("iteration")["duration_ns"].sum().astype(float)
-    assert times["dispatch_ns_per_iteration"] == pytest.approx(per_iteration.median())
+    # the medians are of every measured iteration but the last, whose wall time is cut at its device end
+    assert times["dispatch_ns_per_iteration"] == pytest.approx(per_iteration.sort_index().iloc[:-1].median())
     parts = [times[f"{part}_ns_per_iteration"] for part in ("dispatch", "queue", "submit", "host")]
     assert all(part >= 0 for part in parts)
     # lavapipe's device timestamps are the CPU's, written by worker threads that a loaded machine preempts
