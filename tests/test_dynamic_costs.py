@@ -152,3 +152,9 @@ def test_a_prefill_imported_from_torch_costs_its_sequence_exactly(tmp_path):
     query, output = projections["flops"]
     assert query == 2 * tokens * 256 * 256
     assert output == 2 * tokens * 256 * 256 + tokens * 256  # the residual add fused into it
+
+
+def test_without_the_hooked_call_a_data_fixed_size_stays_a_lower_bound(tmp_path):
+    profile = run_profile(DYNAMIC, tmp_path / "out", repetitions=2, inputs=inputs_of(100), hooked_sizes=False)
+    assert site(profile, "elementwise")["lower_bound"] and not site(profile, "matmul")["lower_bound"]
+    assert profile.summary["runtime_sizes"] is None and not (tmp_path / "out" / "artifacts" / "sizes").exists()

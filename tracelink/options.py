@@ -55,6 +55,9 @@ class ProfileOptions:
     source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
     source_map: list[tuple[str, Path]] = field(default_factory=list)  # (recorded prefix, local directory)
     embed_sources: bool = True  # False: the report embeds no source file
+    # fix the dynamic sizes the inputs' shapes leave unknown with one call under the hook (llvm-cpu; a
+    # rebuild as system libraries first when the build embeds its executables)
+    hooked_sizes: bool = True
 
 
 def for_function(options: ProfileOptions, run: FunctionRun) -> ProfileOptions:

@@ -231,10 +231,10 @@ def provenance_of(source: InputProgram, compiled: CompileResult, entry: str, inp
     # each dispatch's push constants in one hooked call, made only when a size is still unknown
     shapes = [(described := described_type(value)) and described[0] for value in inputs]
     artifacts = out / "artifacts"
-    sizes = HookedSizes(compiled, options.compile, entry, inputs, options.parameters, artifacts, options.timeout_s)
+    sizes = HookedSizes(compiled, options.compile, entry, inputs, options.parameters, artifacts, options.timeout_s) if options.hooked_sizes else None
     provenance = build_provenance(source, artifacts, entry, shapes, sizes)
     write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
-    return provenance, sizes.summary or None
+    return provenance, (sizes.summary or None) if sizes is not None else None
 
 
 def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions, artifacts: Path, provenance: Provenance,

@@ -72,6 +72,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         source_roots=args.source_root,
         source_map=args.source_map,
         embed_sources=not args.no_sources,
+        hooked_sizes=not args.no_hooked_sizes,
         compile=CompileOptions(
             target_cpu=args.target_cpu,
             device=args.device,
@@ -142,6 +143,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--compile-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
     parser.add_argument("--timeout", type=positive_float, default=600.0, help="seconds each tool may take (default 600)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty directory that is not a tracelink profile")
+    parser.add_argument("--no-hooked-sizes", action="store_true",
+                        help="leave dynamic sizes the inputs' shapes do not fix unknown (their costs lower bounds) instead of "
+                             "reading them from one call under the perf hook, which first rebuilds an embedded build")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout (the tables go to stderr)")
     add_source_arguments(parser)
     parser.set_defaults(handler=run_profile_command)
