@@ -16,7 +16,6 @@ the sizes stay unknown. A failed run leaves them unknown too, and says why (:att
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -68,10 +67,8 @@ class HookedSizes:
         return constants
 
     def _system_library_build(self) -> Path:
-        """The program built again with system-library executables; only its module is kept."""
+        """The program built again with system-library executables, without dumps (only its module is used)."""
         started = time.perf_counter()
-        built = compile_program(self.compiled.input_path, self.directory, replace(self.options, link_embedded=False))
-        for dump in (built.phases, built.executables):
-            shutil.rmtree(dump, ignore_errors=True)
+        built = compile_program(self.compiled.input_path, self.directory, replace(self.options, link_embedded=False), dumps=False)
         self.summary["rebuild_seconds"] = round(time.perf_counter() - started, 3)
         return built.vmfb

@@ -50,26 +50,28 @@ class CompileResult:
     seconds: float
 
 
-def compile_flags(options: CompileOptions, artifacts: Path) -> list[str]:
-    """The iree-compile flags for a profiling build, dumps going under ``artifacts``."""
-    executables = artifacts / "executables"
-    flags = [
-        *target_flags(options.device, options.target_cpu, options.target_chip, options.target_features),
-        "--mlir-print-debuginfo",
-        # Weights would be printed into every phase dump; constants IREE inlines into dispatches
-        # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
-        "--mlir-elide-elementsattrs-if-larger=4096",
-        # The same for weights held as resources (torch's FX importer writes them so): unelided, every
-        # phase dump repeated ResNet-18's 90 MB of weights (1.1 GB in all).
-        "--mlir-elide-resource-strings-if-larger=4096",
-        f"--dump-compilation-phases-to={artifacts / 'phases'}",
-        f"--iree-hal-dump-executable-sources-to={executables}",
-        f"--iree-hal-dump-executable-configurations-to={executables}",
-        f"--iree-hal-dump-executable-benchmarks-to={executables}",
-        f"--iree-hal-dump-executable-binaries-to={executables}",
-    ]
-    if device_target(options.device).is_gpu:  # the GPU code in MLIR (SPIR-V for Vulkan); llvm-cpu's would be large .ll/.o
-        flags.append(f"--iree-hal-dump-executable-intermediates-to={executables}")
+def compile_flags(options: CompileOptions, artifacts: Path, dumps: bool = True) -> list[str]:
+    """The iree-compile flags for a profiling build, dumps going under ``artifacts`` (none without ``dumps``:
+    a build whose module alone is used, such as the one the hook reads push constants from)."""
+    flags = target_flags(options.device, options.target_cpu, options.target_chip, options.target_features)
+    if dumps:
+        executables = artifacts / "executables"
+        flags += [
+            "--mlir-print-debuginfo",
+            # Weights would be printed into every phase dump; constants IREE inlines into dispatches
+            # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
+            "--mlir-elide-elementsattrs-if-larger=4096",
+            # The same for weights held as resources (torch's FX importer writes them so): unelided, every
+            # phase dump repeated ResNet-18's 90 MB of weights (1.1 GB in all).
+            "--mlir-elide-resource-strings-if-larger=4096",
+            f"--dump-compilation-phases-to={artifacts / 'phases'}",
+            f"--iree-hal-dump-executable-sources-to={executables}",
+            f"--iree-hal-dump-executable-configurations-to={executables}",
+            f"--iree-hal-dump-executable-benchmarks-to={executables}",
+            f"--iree-hal-dump-executable-binaries-to={executables}",
+        ]
+        if device_target(options.device).is_gpu:  # the GPU code in MLIR (SPIR-V for Vulkan); llvm-cpu's would be large .ll/.o
+            flags.append(f"--iree-hal-dump-executable-intermediates-to={executables}")
     if options.input_type:
         flags.append(f"--iree-input-type={options.input_type}")
     if options.tuning_spec is not None:
@@ -93,18 +95,18 @@ class PendingCompile:
     after the program's symbols.
     """
 
-    def __init__(self, input_path: Path, artifacts: Path, options: CompileOptions) -> None:
+    def __init__(self, input_path: Path, artifacts: Path, options: CompileOptions, dumps: bool = True) -> None:
         self.input_path = Path(input_path).resolve()
         if not self.input_path.is_file():
             raise TracelinkError(f"{self.input_path}: input program not found")
         if options.tuning_spec is not None and not Path(options.tuning_spec).is_file():
             raise TracelinkError(f"{options.tuning_spec}: tuning spec not found")
         # iree-compile writes its dumps by name: their folders are made here, in the output directory, none a link
-        for folder in (artifacts / "phases", artifacts / "executables"):
+        for folder in (artifacts / "phases", artifacts / "executables") if dumps else (artifacts,):
             make_directory(folder, inside=artifacts.parent)
         self.artifacts = artifacts
         self.options = options
-        self.flags = compile_flags(options, artifacts)
+        self.flags = compile_flags(options, artifacts, dumps)
         self.vmfb = artifacts / "app.vmfb"
         self.started = time.perf_counter()
         command = [tool_path("iree-compile"), str(self.input_path), "-o", str(self.vmfb), *self.flags]
@@ -127,10 +129,11 @@ class PendingCompile:
         )
 
 
-def compile_program(input_path: Path, artifacts: Path, options: CompileOptions) -> CompileResult:
-    """Compile ``input_path`` for its device's backend with debug locations and all dumps into ``artifacts``."""
+def compile_program(input_path: Path, artifacts: Path, options: CompileOptions, dumps: bool = True) -> CompileResult:
+    """Compile ``input_path`` for its device's backend into ``artifacts``, with debug locations and all dumps
+    unless ``dumps`` is False."""
     check_program_text(input_path)
-    return PendingCompile(input_path, artifacts, options).finish()
+    return PendingCompile(input_path, artifacts, options, dumps).finish()
 
 
 def write_manifest(artifacts: Path, entries: dict) -> Path:
