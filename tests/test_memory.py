@@ -177,3 +177,9 @@ def test_gates_fail_a_slower_and_larger_build(profiles, capsys):
     # without the gates the same comparison is not a failure
     assert main(["diff", str(profiles["first"].directory), str(profiles["slow"].directory), "--rounds", "0"]) == 0
 
+
+
+def test_a_holder_without_a_line_names_a_few_of_its_ops():
+    from tracelink.report.summary import some_ops
+
+    assert some_ops("n0;n2;n3;n5;n7") == "n0;n2;n3 and 2 more ops" and some_ops("n0;n2") == "n0;n2"

@@ -228,10 +228,17 @@ def memory_text(memory: dict | None, holders: int = 3) -> str | None:
     top = [row for row in memory["top"] if row["bytes_at_peak"]][:holders]
     shown = short_paths([row["file"] for row in top])
     where = ", ".join(f"{shown.get(row['file'], row['file'])}:{row['line']} {size(row['bytes_at_peak'])}" if row["file"] else
-                      f"{row['ops']} {size(row['bytes_at_peak'])}" for row in top)
+                      f"{some_ops(row['ops'])} {size(row['bytes_at_peak'])}" for row in top)
     return (f"memory: peak {size(memory['peak_bytes'])} in one call ({split or 'nothing allocated'})"
             + (f"; held besides: {held}" if held else "")
             + (f"; at dispatch #{memory['peak_call_site']}: {where}" if where and memory.get("peak_call_site") is not None else ""))
+
+
+def some_ops(ops: str, shown: int = 3) -> str:
+    """The first ``shown`` of ``;``-joined op names, and how many more (a line-less holder can be every op
+    writing one transient slab: 31 names on ONNX's SqueezeNet)."""
+    names = [name for name in str(ops).split(";") if name]
+    return ";".join(names[:shown]) + (f" and {len(names) - shown} more ops" if len(names) > shown else "")
 
 
 def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMPONENT_ROWS) -> list[tuple[int, str, pd.Series]]:
