@@ -28,7 +28,6 @@ from tracelink.report.assemble import build_model
 from tracelink.report.hot_lines import hottest_lines
 from tracelink.report.json_output import SCHEMA_PATH
 
-pytest.importorskip("transformers")  # a pinned test dependency: present wherever `make test` installed it
 
 MODELS = textwrap.dedent('''
     import torch

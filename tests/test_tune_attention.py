@@ -24,7 +24,6 @@ from tracelink.tune.strategy import Budget, StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags
 from tracelink.tune_command import _profile_builder
 
-pytest.importorskip("transformers")
 
 VIT = vit_source(hidden=192, heads=3, layers=3, image=160)  # 101 tokens
 
