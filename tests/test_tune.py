@@ -35,7 +35,7 @@ from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
 from tracelink.tune.diff import diff_profiles
 from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
-from tracelink.tune.stats import NOT_SIGNIFICANT
+from tracelink.aggregate.speedup import NOT_SIGNIFICANT
 from tracelink.tune.program_check import FLAG_BASELINES, composable_with, validate_in_program
 from tracelink.tune.targets import Outcome, select_targets
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task

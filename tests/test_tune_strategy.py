@@ -33,7 +33,7 @@ from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
 from tracelink.tune.diff import run_inputs
 from tracelink.tune.rounds import alternate, time_program
-from tracelink.tune.stats import summarize
+from tracelink.aggregate.speedup import summarize
 from tracelink.tune.session import Session
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 from tracelink.aggregate.tune_record import STATUSES

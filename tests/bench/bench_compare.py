@@ -30,7 +30,7 @@ from tests.conftest import run_profile  # noqa: E402
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
-from tracelink.tune.stats import NOT_SIGNIFICANT  # noqa: E402
+from tracelink.aggregate.speedup import NOT_SIGNIFICANT  # noqa: E402
 from tracelink.tune.targets import examine  # noqa: E402
 
 REACH_RUNS = {**WORKLOAD_RUNS, "linalg_resnet18": ("forward", ["1x3x224x224xf32=0.5"], []),

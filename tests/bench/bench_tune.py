@@ -60,7 +60,7 @@ from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import Dispatch, load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool, progress_bar  # noqa: E402
 from tracelink.tune.rounds import alternate, time_program  # noqa: E402
-from tracelink.tune.stats import summarize  # noqa: E402
+from tracelink.aggregate.speedup import summarize  # noqa: E402
 from tracelink.tune.program_check import build_baselines  # noqa: E402
 from tracelink.tune.space import SpaceOptions, TileSpace  # noqa: E402
 from tracelink.tune.tuners import make_tuner, search  # noqa: E402

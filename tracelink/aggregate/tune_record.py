@@ -139,7 +139,7 @@ def _per_line(rows: object, names: set[str]) -> pd.DataFrame:
         base, tried = _number(row.get("base_ns"), f"{where}.base_ns"), _number(row.get("strategy_ns"), f"{where}.strategy_ns")
         if base < 0 or tried < 0:
             raise BadStrategies(f"{where}: a negative time")
-        # tune's ratio is the line's paired speedup (tracelink.tune.stats: steadier on a loaded machine
+        # tune's ratio is the line's paired speedup (tracelink.aggregate.speedup: steadier on a loaded machine
         # than the ratio of the medians); the strategy's time is re-expressed through it, so sums
         # over lines and op kinds weigh each row by its base time and one row reads the ratio tune printed
         given = row.get("ratio")

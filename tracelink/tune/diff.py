@@ -29,7 +29,7 @@ from tracelink.atomic import make_directory, remove_path, write_atomic, write_te
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.rounds import alternate
-from tracelink.tune.stats import paired_speedup, summarize, verdict
+from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
 
 # The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
 CSV_HEADER = "label,file,line,base_ns,tuned_ns,"

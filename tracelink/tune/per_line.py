@@ -11,7 +11,7 @@ from tracelink.aggregate import user_lines
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.profile_dir import Profile
 from tracelink.tune.diff import load_pair, paired_rounds
-from tracelink.tune.stats import speedup_of
+from tracelink.aggregate.speedup import speedup_of
 
 
 def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> list[dict]:
@@ -20,7 +20,7 @@ def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> 
     calling them) and op kind that takes time in both builds. The ops of one line (a 6-layer model's six
     attention ops, all called from one line) add up: ``base_ns`` and ``strategy_ns`` are the sums of
     their medians over the alternating rounds, ``ratio`` the speedup of their per-round sums
-    (:mod:`tracelink.tune.stats`, as every speedup tracelink prints)."""
+    (:mod:`tracelink.aggregate.speedup`, as every speedup tracelink prints)."""
     _, strategy = load_pair(base.directory, strategy_dir)
     paired = paired_rounds(base, strategy, rounds)
     ops = base.source_ops.drop_duplicates(["label"]).set_index("label")

@@ -16,7 +16,7 @@ from tracelink.tune.config import TuneConfig
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
 from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
-from tracelink.tune.stats import summarize
+from tracelink.aggregate.speedup import summarize
 from tracelink.tune.targets import Outcome, one_line
 
 

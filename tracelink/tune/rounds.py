@@ -4,7 +4,7 @@ Iterations inside one run share that run's machine load, so their spread says no
 a second run of the same program would differ; a comparison of one run of each build against that
 spread reports confident false speedups on a shared machine. Here each build runs once per round, in
 ABBA order (so a drift of the load hits both equally), and each round contributes one number per
-build: the median over its iterations. :mod:`tracelink.tune.stats` turns those pairs into a speedup.
+build: the median over its iterations. :mod:`tracelink.aggregate.speedup` turns those pairs into a speedup.
 """
 
 from __future__ import annotations

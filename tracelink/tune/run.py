@@ -31,7 +31,7 @@ from tracelink.tune.model import History, history_path
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool, progress_bar
 from tracelink.tune.program_check import (baselines_alone, best_baseline, build_baselines, check_in_program,
                                           compare_with_flags, validate_in_program)
-from tracelink.tune.stats import speedup_of
+from tracelink.aggregate.speedup import speedup_of
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, signature, write_tuning
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task, task_is_new

@@ -50,7 +50,7 @@ from tracelink.tune.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
-from tracelink.tune.stats import summarize
+from tracelink.aggregate.speedup import summarize
 from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Option, StrategyOptions, directory_name, layouts,
                                            option_flags)
 from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner, Race

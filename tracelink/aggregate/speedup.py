@@ -1,5 +1,6 @@
-"""The one speedup statistic of tracelink: every speedup it prints (``diff``, the strategy races, the
-tile candidates' confirmation, the in-program and whole-program checks) is computed here.
+"""The one speedup statistic of tracelink: every speedup it prints (``diff`` and the report's gains per
+line, the strategy races, the tile candidates' confirmation, the in-program and whole-program checks)
+is computed here, below tune and report, which both use it.
 
 Two builds run alternately for a few rounds; each round gives one time per build (a median over that
 round's iterations), so the rounds are **paired**: a round on a busier machine slows both. The speedup

@@ -1,4 +1,4 @@
-"""The one speedup statistic (tracelink/tune/stats.py): Student's t quantiles and paired speedups."""
+"""The one speedup statistic (tracelink/aggregate/speedup.py): Student's t quantiles and paired speedups."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tracelink.tune.stats import NOT_SIGNIFICANT, paired_speedup, speedup_of, summarize, t_quantile
+from tracelink.aggregate.speedup import NOT_SIGNIFICANT, paired_speedup, speedup_of, summarize, t_quantile
 
 # Student's t 0.975 quantiles for 1..30 degrees of freedom (standard table values).
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
