@@ -32,6 +32,7 @@ from tracelink.compile import CompileOptions
 from tracelink.profile_dir import load_profile
 from tracelink.report import build_report
 from tracelink.report.json_output import SCHEMA_PATH, profile_document
+from tracelink.report.strategies import advised
 from tracelink.report.summary import print_summary
 
 CONV = REPO / "tests" / "data" / "conv_nchw.mlir"
@@ -52,16 +53,17 @@ def summary_text(profile) -> str:
     return printed.getvalue()
 
 
-def next_steps_shown(profile, report: Path) -> list[str]:
-    """Every next step the three outputs show: the printed summary's lines under the dispatch table, the
-    report's drill-downs and verdict tooltips, and the JSON document's."""
-    printed = [line for line in summary_text(profile).splitlines() if line.strip().startswith("#")]
+def next_steps_shown(profile, report: Path) -> dict[str, list[str]]:
+    """Every next step each of the three outputs shows: the printed summary's lines under the dispatch
+    table, the report's drill-downs and verdict tooltips, and the JSON document's."""
     page = lxml_html.fromstring(report.read_text())
-    shown = [element.text_content() for element in page.xpath("//*[contains(@class, 'why')]")]
-    shown += [element.get("title") for element in page.xpath("//td[@data-v and @title]")]
     document = profile_document(profile)
-    shown += [row["next_step"] for key in ("hottest_lines", "hottest_dispatches") for row in document[key]]
-    return printed + shown
+    return {
+        "summary": [line for line in summary_text(profile).splitlines() if line.strip().startswith("#")],
+        "report": [element.text_content() for element in page.xpath("//*[contains(@class, 'why')]")]
+                  + [element.get("title") for element in page.xpath("//td[@data-v and @title]")],
+        "json": [row["next_step"] for key in ("hottest_lines", "hottest_dispatches") for row in document[key]],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -103,16 +105,20 @@ def strategies_document(profiles: dict) -> dict:
 
 
 def with_strategies(profile, document: dict, directory: Path):
-    """A copy of the profile directory with ``tune/strategies.json``, loaded again."""
+    """A copy of the profile directory with ``tune/strategies.json``, loaded again (read only: its
+    tables keep the profile's own next steps)."""
     shutil.copytree(profile.directory, directory)
     (directory / STRATEGIES_FILE).parent.mkdir()
     (directory / STRATEGIES_FILE).write_text(json.dumps(document))
-    return load_profile(directory)
+    loaded = load_profile(directory)
+    for name in ("source_lines", "call_sites"):
+        assert list(getattr(loaded, name)["next_step"].fillna("")) == list(getattr(profile, name)["next_step"].fillna(""))
+    return loaded
 
 
 def test_no_option_is_advised_without_a_measurement(conv_profiles):
     profile = conv_profiles["base"]
-    steps = next_steps_shown(profile, profile.directory / "report.html")
+    steps = [step for shown in next_steps_shown(profile, profile.directory / "report.html").values() for step in shown]
     assert any("tracelink tune" in step for step in steps), steps
     for step in steps:
         assert not any(word in step.lower() for word in OPTION_WORDS), step
@@ -131,13 +137,14 @@ def test_measured_advice_names_only_strategies_that_helped_the_line(conv_profile
     # what was measured: channels-last made the convolution slower (img2col's gain on this small conv
     # depends on the machine: 2.5x on a loaded one, 1.0x on a quiet one; the advice follows either)
     assert ratios[("channels-last", CONV_LINE)] < 1, document
-    profile = with_strategies(conv_profiles["base"], document, tmp_path / "tuned")
+    loaded = with_strategies(conv_profiles["base"], document, tmp_path / "tuned")
+    profile = advised(loaded)
     lines = profile.source_lines.set_index("line")
     for line in (CONV_LINE, OTHER_LINE):
         step = lines.loc[line, "next_step"]
         for name in STRATEGY_FLAGS:
-            advised = f"{name}: " in step and "faster here" in step
-            assert advised == (status[name] == "faster" and ratios[(name, line)] >= HELPED), (line, name, step)
+            named = f"{name}: " in step and "faster here" in step
+            assert named == (status[name] == "faster" and ratios[(name, line)] >= HELPED), (line, name, step)
     if ratios[("img2col", OTHER_LINE)] < HELPED:  # img2col leaves the elementwise line as it was (within noise)
         assert lines.loc[OTHER_LINE, "next_step"].startswith("no strategy that made the program faster helped it")
     # the call sites read their lines: the convolution's dispatch names img2col
@@ -145,11 +152,14 @@ def test_measured_advice_names_only_strategies_that_helped_the_line(conv_profile
     conv = sites[sites["export"].str.contains("conv")].iloc[0]
     assert conv["next_step"].startswith("img2col: ") == (ratios[("img2col", CONV_LINE)] >= HELPED), conv["next_step"]
     assert "channels-last: " not in conv["next_step"]
+    # the printed summary, the report and --json each ask for the advice: the dispatch's step in all three
+    for output, shown in next_steps_shown(loaded, build_report(loaded)).items():
+        assert any(conv["next_step"] in step for step in shown), (output, conv["next_step"], shown)
     # the same numbers with img2col "not faster" over the whole program: it is named nowhere as advice
     refused = json.loads(json.dumps(document))
     refused["strategies"][0]["status"] = "not faster"
-    again = with_strategies(conv_profiles["base"], refused, tmp_path / "refused")
-    steps = [str(step) for table in (again.source_lines, again.call_sites, again.source_ops) for step in table["next_step"].dropna()]
+    again = advised(with_strategies(conv_profiles["base"], refused, tmp_path / "refused"))
+    steps = [str(step) for table in (again.source_lines, again.call_sites) for step in table["next_step"].dropna()]
     assert not any("faster here" in step for step in steps)
     # lines with no per-line row (the exp and tanh body lines) say what tune measured, not "run tune"
     assert not any("tracelink tune PROFILE" in step for step in steps)

@@ -13,7 +13,6 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate.advice import advise
 from tracelink.aggregate.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
@@ -53,7 +52,9 @@ class Profile:
     graph: nx.DiGraph
     workgroups: pd.DataFrame | None = None  # hook collector: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy collector: every zone of the runtime
-    strategies: Strategies | None = None  # what `tracelink tune` measured (tune/strategies.json), when it ran
+    # what `tracelink tune` measured (tune/strategies.json), when it ran; read, not applied: the views that
+    # present next steps ask for the advised tables (tracelink.report.strategies.advised)
+    strategies: Strategies | None = None
     memory_lines: pd.DataFrame | None = None  # one call's memory by source line (summary["memory"] has the peak)
     memory_components: pd.DataFrame | None = None  # the same by component
 
@@ -102,11 +103,8 @@ def load_profile(directory: Path) -> Profile:
         raise TracelinkError(f"{directory}: not a profile directory (no profile.json; run 'tracelink profile' first)")
     check_marker(directory)
     tables = {name: read_table(directory / f"{name}.csv", REQUIRED_COLUMNS[name]) for name in TABLES}
-    strategies = read_strategies(directory)
-    if strategies is not None:  # the next steps name what was measured to help
-        tables["call_sites"], tables["source_ops"], tables["source_lines"] = advise(tables["call_sites"], tables["source_ops"], tables["source_lines"], strategies)
     return Profile(
-        strategies=strategies,
+        strategies=read_strategies(directory),
         directory=directory,
         summary=read_summary(summary_path),
         events=read_frame(directory / "events.parquet", lambda frame: make_events(frame).astype(EVENT_SCHEMA)),

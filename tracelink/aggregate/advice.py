@@ -6,16 +6,19 @@ module turns that record into:
 
 - the per-line and per-op-kind strategy tables the report, the printed summary and ``--json`` show;
 - next steps that name only what was measured to help: a strategy whose whole-program status is
-  ``faster`` and that made the line (op, dispatch) at least :data:`HELPED` times faster there
+  ``faster`` and that made the line (dispatch) at least :data:`HELPED` times faster there
   ("img2col: 14x faster here"). A line the strategies were measured on but none helped says so; a line
   without per-line measurements keeps its verdict's next step, which then says what tune measured on
   the whole program instead of pointing at it.
+
+Loading a profile reads the record and applies nothing: the views that present next steps (the
+report, the printed summary, ``--json``) ask for them through :func:`tracelink.report.strategies.advised`,
+which calls :func:`advise`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import pandas as pd
 
@@ -76,9 +79,9 @@ def line_keys(text: str) -> list[tuple[str, int]]:
     return keys
 
 
-def with_measured_steps(table: pd.DataFrame, lines_of: Callable[[pd.Series], list[tuple[str, int]]], strategies: Strategies) -> pd.DataFrame:
-    """``table`` (lines, ops or call sites) with the next step of every row the strategies were
-    measured on replaced by :func:`measured_step` over its lines."""
+def with_measured_steps(table: pd.DataFrame, lines: list[list[tuple[str, int]]], strategies: Strategies) -> pd.DataFrame:
+    """``table`` (lines or call sites) with the next step of every row the strategies were measured on
+    replaced by :func:`measured_step` over its ``lines`` (one list per row)."""
     if table.empty or "next_step" not in table:
         return table
     overall = whole_program_text(strategies)
@@ -89,15 +92,16 @@ def with_measured_steps(table: pd.DataFrame, lines_of: Callable[[pd.Series], lis
         pair[1] += row.strategy_ns
     faster = strategies.faster()
     steps = []
-    for _, row in table.iterrows():
+    for keys, step in zip(lines, table["next_step"]):
         summed: dict[str, list[float]] = {}
-        for key in set(lines_of(row)):
+        for key in set(keys):
             for name, (base, tried) in times.get(key, {}).items():
                 total = summed.setdefault(name, [0.0, 0.0])
                 total[0] += base
                 total[1] += tried
         ratios = {name: base / tried if tried > 0 else math.inf for name, (base, tried) in summed.items()}
-        steps.append(measured_step(ratios, faster) or str(row["next_step"]).replace(NOT_MEASURED, overall))
+        # a row without a step (NaN after the CSV round trip) keeps none
+        steps.append(measured_step(ratios, faster) or (step.replace(NOT_MEASURED, overall) if isinstance(step, str) else step))
     return table.assign(next_step=steps)
 
 
@@ -110,10 +114,10 @@ def whole_program_text(strategies: Strategies) -> str:
     return f"not measured on this line; faster on the whole program: {', '.join(faster)} ({tried})"
 
 
-def advise(call_sites: pd.DataFrame, source_ops: pd.DataFrame, source_lines: pd.DataFrame, strategies: Strategies) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The three tables with measured next steps (a call site and an op through their lines)."""
+def advise(call_sites: pd.DataFrame, source_lines: pd.DataFrame, strategies: Strategies) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The call sites and source lines with measured next steps (a call site through its lines)."""
+    site_lines = call_sites["source_lines"] if "source_lines" in call_sites else [""] * len(call_sites)
     return (
-        with_measured_steps(call_sites, lambda row: line_keys(row.get("source_lines", "")), strategies),
-        with_measured_steps(source_ops, lambda row: line_keys(row.get("lines", "")), strategies),
-        with_measured_steps(source_lines, lambda row: [(str(row["file"]), int(row["line"]))], strategies),
+        with_measured_steps(call_sites, [line_keys(text) for text in site_lines], strategies),
+        with_measured_steps(source_lines, [[(str(file), int(line))] for file, line in zip(source_lines["file"], source_lines["line"])], strategies),
     )

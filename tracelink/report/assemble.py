@@ -18,6 +18,7 @@ from tracelink.report.model import (
     map_lines, member_keys, op_table, read_executables,
 )
 from tracelink.report.sources import SourcePolicy
+from tracelink.report.strategies import advised
 from tracelink.report.textmap import program_text_ops
 from tracelink.report.workgroups import workgroup_data
 from tracelink.report.zones import zone_data
@@ -25,6 +26,7 @@ from tracelink.report.zones import zone_data
 
 def build_model(profile: Profile, sources: SourcePolicy | None = None) -> ReportModel:
     """The report's data; ``sources`` decides which files are embedded (default: the profile's policy)."""
+    profile = advised(profile)  # next steps name what tune measured to help
     graph = profile.graph
     summary = profile.summary
     sources = sources or SourcePolicy.for_profile(summary)

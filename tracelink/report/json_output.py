@@ -18,7 +18,7 @@ from tracelink.aggregate.components import component_table, kind_table
 from tracelink.function_profiles import FunctionProfiles
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import concrete, lower_bound_mark
-from tracelink.report.strategies import strategies_document
+from tracelink.report.strategies import advised, strategies_document
 
 SCHEMA_VERSION = "tracelink/1"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "output.schema.json"
@@ -49,6 +49,7 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
     time) and dispatches (median × count) with their verdicts, next steps and whether their FLOPs and
     bytes are lower bounds, what `tracelink tune` measured (``strategies``, null when it did not run) and
     one call's memory (``memory``)."""
+    profile = advised(profile)  # next steps name what tune measured to help
     summary = profile.summary
     cover = summary["coverage"]
     lines = profile.source_lines

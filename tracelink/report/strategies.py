@@ -9,19 +9,31 @@ strategy's build. A strategy that made the whole program faster and the line at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tracelink.aggregate.advice import HELPED, Strategies, effects, ratio_text
+from tracelink.aggregate.advice import HELPED, Strategies, advise, effects, ratio_text
 from tracelink.profile_dir import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.widgets import grid_table, section
 
 LINES_SHOWN = 12
 KINDS_SHOWN = 12
+
+
+def advised(profile: Profile) -> Profile:
+    """The profile whose call sites and source lines have the next steps of what `tracelink tune` measured
+    (:func:`~tracelink.aggregate.advice.advise`); the profile itself when tune did not run. Loading a
+    profile applies nothing: each view that presents next steps (the report, the printed summary,
+    ``--json``) asks here."""
+    if profile.strategies is None:
+        return profile
+    call_sites, source_lines = advise(profile.call_sites, profile.source_lines, profile.strategies)
+    return dataclasses.replace(profile, call_sites=call_sites, source_lines=source_lines)
 
 
 def ordered_effects(strategies: Strategies, keys: list[str], shown: int | None = None) -> list[tuple[tuple, float, list[dict]]]:

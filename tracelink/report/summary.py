@@ -28,7 +28,7 @@ from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, size, text_or_empty
 from tracelink.report.model import short_export
-from tracelink.report.strategies import print_strategies
+from tracelink.report.strategies import advised, print_strategies
 from tracelink.textsafe import TerminalConsole
 
 PATH_WIDTH = 30
@@ -87,6 +87,7 @@ def host_time_text(summary: dict) -> str:
 
 def print_summary(result: Profile, console: Console, top: int = 10) -> None:
     """The hottest source lines and dispatches, and the coverage figures."""
+    result = advised(result)  # next steps name what tune measured to help
     iterations = max(int(result.summary["iterations"]), 1)
     console.print(headline(result.summary), soft_wrap=True)  # one line, for grep and logs
     print_notes(result.summary, console)
