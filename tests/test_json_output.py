@@ -47,6 +47,8 @@ def test_diff_json(mlp_json):
     assert document["end_to_end"]["verdict"].startswith("not tested")
     assert document["end_to_end"]["speedup"] == pytest.approx(1.0)
     assert all(row["speedup"] == pytest.approx(1.0) for row in document["source_ops"])
+    # one round (the recorded profiles): each op's median in it, the same in both
+    assert all(row["base_rounds"] == row["tuned_rounds"] == [row["base_ns"]] for row in document["source_ops"])
     assert "speedup" in done.stderr
 
 

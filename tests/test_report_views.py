@@ -22,6 +22,7 @@ from lxml import html as lxml_html
 from tests.conftest import EXAMPLES, OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tests.test_report_contract import contract_errors, page_data
+from tracelink.aggregate.speedup import speedup_of
 from tracelink.cli import main as cli_main
 from tracelink.profile_dir import load_profile
 from tracelink.report import build_report, trace_events
@@ -268,9 +269,11 @@ def test_gains_per_line_from_a_real_diff(profiles, browser):  # noqa: F811
                 verdict = "faster" if row.ci_low > 1 else "slower" if row.ci_high < 1 else "unclear"
                 assert verdict in badge.get("class")
                 checked += 1
-            else:  # several: ratio of summed medians, no CI
+            else:  # several: the paired statistic of the ops' medians summed per round
                 measured = diff[diff["label"].isin([model.ops[o]["label"] for o in ops_with_rows])]
-                assert float(badge.get("data-speedup")) == pytest.approx(measured["base_ns"].sum() / measured["tuned_ns"].sum(), rel=1e-5)
+                speedup, low, high = speedup_of(summed_rounds(measured["base_rounds"]), summed_rounds(measured["tuned_rounds"]))
+                assert float(badge.get("data-speedup")) == pytest.approx(speedup, rel=1e-5)
+                assert badge.text_content() == f"{speedup:.2f}× ({low:.2f}–{high:.2f})"
     assert checked >= 3
     total = json.loads((tuned.directory / "diff.json").read_text())["end_to_end"]
     assert f"{total['speedup']:.2f}× ({total['ci_low']:.2f}–{total['ci_high']:.2f})" in tree.get_element_by_id("gain-end-to-end").text_content()
@@ -287,6 +290,12 @@ def test_gains_per_line_from_a_real_diff(profiles, browser):  # noqa: F811
     opened.page.screenshot(path=str(OUTPUT / "report_views_gains.png"))
     opened.check_clean()
     shutil.copyfile(report, OUTPUT / "report_views_hook.html")
+
+
+def summed_rounds(cells: pd.Series) -> np.ndarray:
+    """diff.csv's per-round medians of several ops (``;``-joined; empty: not in that build), summed per round."""
+    rounds = [np.array([float(v) for v in cell.split(";")]) for cell in cells if isinstance(cell, str) and cell]
+    return np.sum(rounds, axis=0)
 
 
 def test_no_diff_hides_gains_and_a_broken_one_says_why(profiles):

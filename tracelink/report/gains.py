@@ -2,11 +2,13 @@
 
 ``diff.csv`` has one row per source op, matched between the two profiles by location (``label, file,
 line``): median time per iteration in each (``base_ns``, ``tuned_ns``), ``speedup`` = base ÷ tuned
-and its 95 % interval from alternating rounds (``ci_low``, ``ci_high``). Rows are matched to this
-profile's source ops by label (and file and line), and through them to the lines the report shows.
-A line with one measured op shows that op's speedup and interval; a line with several shows the
-ratio of their summed medians, without an interval (the per-iteration samples are not in diff.csv).
-No diff.csv: no gains view. An unreadable one: a note saying why, and no gains.
+and its 95 % interval from alternating rounds (``ci_low``, ``ci_high``), and the op's median in each
+round of each build (``base_rounds``, ``tuned_rounds``: ``;``-joined, empty where the build lacks the
+op). Rows are matched to this profile's source ops by label (and file and line), and through them to
+the lines the report shows. A line's time in a round is the sum of its measured ops' medians there,
+and its gain is the one speedup statistic (:mod:`tracelink.aggregate.speedup`) of those paired
+per-round sums: for a line of one op, exactly that op's row. No diff.csv: no gains view. An
+unreadable one: a note saying why, and no gains.
 
 Next to the diff, tune's own result: ``diff.json`` names the base profile, and the base's
 ``tune/summary.csv`` (written by ``tracelink tune BASE``) has per tuned dispatch its isolated speedup
@@ -23,15 +25,18 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from tracelink.aggregate.speedup import speedup_of
 from tracelink.report.fmt import el, ns, pct
 from tracelink.report.model import ReportModel
 from tracelink.report.view_data import Gain, Gains, TunedDispatch, interval_text
 from tracelink.report.widgets import grid_table, line_link, number_text, op_link
 
 DIFF_FILE = "diff.csv"
-REQUIRED = ("label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high")
+ROUND_COLUMNS = ("base_rounds", "tuned_rounds")  # each op's median in every round, which a line's gain is computed from
+REQUIRED = ("label", "file", "line", "base_ns", "tuned_ns", *ROUND_COLUMNS)
 TOP_GAINS = 15
 MIN_SHARE = 0.001  # ops below this share of both profiles' time are left out of the summary table
 
@@ -58,7 +63,23 @@ def read_diff(directory) -> pd.DataFrame | str | None:
         return f"{path}: missing columns {', '.join(missing)}"
     frame["label"] = frame["label"].astype(str)
     frame["file"] = frame["file"].fillna("").astype(str)
+    try:
+        rounds = {column: [parse_rounds(text) for text in frame[column]] for column in ROUND_COLUMNS}
+    except ValueError as error:
+        return f"{path}: unreadable per-round medians ({error})"
+    count = {len(values) for values in rounds["base_rounds"] + rounds["tuned_rounds"] if values.size}
+    if len(count) > 1:
+        return f"{path}: rows with different numbers of rounds ({', '.join(map(str, sorted(count)))})"
+    for column, values in rounds.items():  # an op a build lacks took no time in it, in every round
+        frame[column] = [row if row.size else np.zeros(max(count, default=1)) for row in values]
     return frame
+
+
+def parse_rounds(text) -> np.ndarray:
+    """``12.5;13.0;12.75`` as an array; empty for an empty cell (NaN after the CSV round trip)."""
+    if not isinstance(text, str) or not text:
+        return np.empty(0)
+    return np.array([float(item) for item in text.split(";")])
 
 
 def gain_data(model: ReportModel) -> Gains | None:
@@ -151,14 +172,12 @@ def match_op(model: ReportModel, by_label: dict[str, list[str]], row) -> str:
 
 
 def line_gain(rows: list) -> Gain:
-    """One op: its speedup and CI. Several: the ratio of their summed medians, no CI."""
-    base = sum(finite(r.base_ns) or 0.0 for r in rows)
-    tuned = sum(finite(r.tuned_ns) or 0.0 for r in rows)
-    labels = [r.label for r in rows]
-    if len(rows) == 1:
-        row = rows[0]
-        return Gain(finite(row.speedup), finite(row.ci_low), finite(row.ci_high), base, tuned, labels)
-    return Gain(base / tuned if tuned > 0 and base > 0 else None, None, None, base, tuned, labels)
+    """The gain of the ops ``rows`` together: in each round the sum of their medians per build, and the
+    speedup and interval of those paired sums (one op: its own row's). Times: the sums' medians over rounds."""
+    base = np.sum([row.base_rounds for row in rows], axis=0)
+    tuned = np.sum([row.tuned_rounds for row in rows], axis=0)
+    speedup, low, high = speedup_of(base, tuned)
+    return Gain(finite(speedup), finite(low), finite(high), float(np.median(base)), float(np.median(tuned)), [row.label for row in rows])
 
 
 # Markup --------------------------------------------------------------------------------------------
@@ -169,7 +188,7 @@ def gain_badge(parent, gain: Gain | None):
     if gain is None:
         return el(parent, "span", class_="gain")
     title = "\n".join([f"tuned vs base: {gain.text()} (speedup, 95% CI)", f"median per iteration: {ns(gain.base_ns)} → {ns(gain.tuned_ns)}"]
-                      + ([f"{len(gain.labels)} ops, ratio of summed medians (no CI):"] + gain.labels if len(gain.labels) > 1 else gain.labels)
+                      + ([f"{len(gain.labels)} ops, their medians summed per round:"] + gain.labels if len(gain.labels) > 1 else gain.labels)
                       + [f"tune, {tuned.export}: {tuned.text()}" for tuned in gain.tuned])
     badge = el(parent, "span", class_=f"gain {gain.verdict}", title=title, data_speedup=number_text(gain.speedup), text=gain.text())
     for tuned in gain.tuned:
@@ -208,7 +227,8 @@ def gains_table(parent, model: ReportModel, gains: Gains) -> None:
         return
     el(parent, "p", class_="note", text=(
         "From diff.csv (tracelink diff BASE TUNED): median time per iteration of each source op in the base and this (tuned) profile, "
-        "speedup = base ÷ tuned with its 95% bootstrap CI. Green: faster for sure (CI above 1); red: slower (CI below 1)."
+        "speedup = base ÷ tuned, the geometric mean of the alternating rounds' ratios, with its 95% CI (Student's t on their "
+        "logarithms). Green: faster for sure (CI above 1); red: slower (CI below 1)."
     ))
     if gains.end_to_end is not None:
         total = gains.end_to_end

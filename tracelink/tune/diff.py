@@ -8,9 +8,13 @@ exactly how the profile attributes time.
 With ``rounds`` >= 2 both profiles' compiled programs (``artifacts/app.vmfb``, with the inputs and
 parameters they were profiled with) run again under the HAL collector, alternately, and every round
 gives one median per op and end to end; speedups and their 95 % intervals come from the per-round
-ratios (see ``stats``). With ``rounds`` = 0 the two recorded profiles are compared as they are: one
-run each, so the speedup has no interval and nothing is called significant — the spread of
-iterations inside one run is not the run-to-run variation a comparison has to beat.
+ratios (:mod:`tracelink.aggregate.speedup`). With ``rounds`` = 0 the two recorded profiles are compared
+as they are: one run each, so the speedup has no interval and nothing is called significant — the
+spread of iterations inside one run is not the run-to-run variation a comparison has to beat.
+
+Each op's per-round medians are kept (``base_rounds``, ``tuned_rounds``; in ``diff.csv`` joined by
+``;``), so that a sum of ops — the report's gain of a source line computing several — gets the same
+statistic from its paired per-round sums.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
 CSV_HEADER = "label,file,line,base_ns,tuned_ns,"
 JSON_HEADER = '"end_to_end"'
 COLUMNS = ["label", "file", "line", "base_ns", "tuned_ns", "speedup", "ci_low", "ci_high", "base_share", "tuned_share",
-           "verdict"]
+           "verdict", "base_rounds", "tuned_rounds"]
+ROUND_COLUMNS = ("base_rounds", "tuned_rounds")  # an op's median in each round (empty: the op is not in that build)
 END_TO_END = "(all dispatches)"
 DEFAULT_ROUNDS = 5
 
@@ -182,17 +187,26 @@ def paired_rounds(base: Profile, tuned: Profile, rounds: int, iterations: int | 
 
 def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS, iterations: int | None = None,
                   timeout_s: float = 600.0) -> pd.DataFrame:
-    """Per source op: base and tuned median ns per iteration, speedup, 95 % interval and verdict.
+    """Per source op: base and tuned median ns per iteration, speedup, 95 % interval, verdict and the
+    per-round medians (:func:`diff_table`).
 
     ``rounds`` >= 2 runs both programs again alternately (``iterations`` calls each, default the base
-    profile's repetitions); 0 or 1 compares the recorded profiles (no interval). Ops that take no time
-    in either build are left out; an op found in only one has NaN on the other side.
-    ``result.attrs["end_to_end"]`` holds the same numbers for all dispatches together, with the
-    verdict and a warning when the rounds show the machine was busy.
+    profile's repetitions); 0 or 1 compares the recorded profiles (no interval).
     """
     base, tuned = load_pair(base_dir, tuned_dir)
-    paired = paired_rounds(base, tuned, rounds, iterations, timeout_s)
-    keys, b, t, base_total, tuned_total = paired.keys, paired.base, paired.tuned, paired.base_total, paired.tuned_total
+    frame = diff_table(paired_rounds(base, tuned, rounds, iterations, timeout_s))
+    frame.attrs["base"] = str(Path(base_dir).resolve())  # where the report finds the base's tune results
+    frame.attrs["tuned"] = str(Path(tuned_dir).resolve())
+    frame.attrs["peak_bytes"] = {"base": peak_bytes(base), "tuned": peak_bytes(tuned)}
+    return frame
+
+
+def diff_table(paired: PairedRounds) -> pd.DataFrame:
+    """One row per source op of a comparison, the most base time first. Ops that take no time in either
+    build are left out; an op found in only one has NaN (and no per-round medians) on the other side.
+    ``result.attrs["end_to_end"]`` holds the same numbers for all dispatches together, with the
+    verdict and a warning when the rounds show the machine was busy."""
+    keys, b, t = paired.keys, paired.base, paired.tuned
     speedup, low, high = paired_speedup(b, t)
     frame = pd.DataFrame(
         {
@@ -204,20 +218,23 @@ def diff_profiles(base_dir: Path, tuned_dir: Path, rounds: int = DEFAULT_ROUNDS,
             "speedup": speedup,
             "ci_low": low,
             "ci_high": high,
-            "base_share": np.median(b, axis=0) / np.median(base_total),
-            "tuned_share": np.median(t, axis=0) / np.median(tuned_total),
+            "base_share": np.median(b, axis=0) / np.median(paired.base_total),
+            "tuned_share": np.median(t, axis=0) / np.median(paired.tuned_total),
             "verdict": [verdict(*values) for values in zip(speedup, low, high)],
+            "base_rounds": per_round_lists(b),
+            "tuned_rounds": per_round_lists(t),
         }
     )
     busy = (frame["base_ns"].fillna(0) > 0) | (frame["tuned_ns"].fillna(0) > 0)
     frame = frame[busy].sort_values("base_ns", ascending=False, na_position="last").reset_index(drop=True)
-    frame.attrs["end_to_end"] = {"label": END_TO_END, **summarize(base_total, tuned_total),
+    frame.attrs["end_to_end"] = {"label": END_TO_END, **summarize(paired.base_total, paired.tuned_total),
                                  "base_iterations": paired.base_iterations, "tuned_iterations": paired.tuned_iterations}
-    frame = frame[COLUMNS]
-    frame.attrs["base"] = str(Path(base_dir).resolve())  # where the report finds the base's tune results
-    frame.attrs["tuned"] = str(Path(tuned_dir).resolve())
-    frame.attrs["peak_bytes"] = {"base": peak_bytes(base), "tuned": peak_bytes(tuned)}
-    return frame
+    return frame[COLUMNS]
+
+
+def per_round_lists(matrix: np.ndarray) -> list[list[float]]:
+    """Each column of a rounds x ops matrix as a list; empty for an op absent from the build (NaN)."""
+    return [[] if np.isnan(column).all() else [float(value) for value in column] for column in matrix.T]
 
 
 def peak_bytes(profile: Profile) -> int | None:
@@ -255,10 +272,12 @@ def gate_verdicts(frame: pd.DataFrame, slower_pct: float | None, larger_pct: flo
 
 
 def write_diff(frame: pd.DataFrame, path: Path) -> Path:
-    """Write the per-op rows as CSV and, beside them (``diff.json``), the end-to-end figure, the base
-    profile's directory, both memory peaks and the gates' verdicts, atomically."""
+    """Write the per-op rows as CSV (the per-round medians joined by ``;``, each float as Python writes it
+    back exactly) and, beside them (``diff.json``), the end-to-end figure, the base profile's directory,
+    both memory peaks and the gates' verdicts, atomically."""
     make_directory(path.parent)
-    write_atomic(path, lambda p: frame.to_csv(p, index=False))
+    table = frame.assign(**{column: [";".join(map(repr, values)) for values in frame[column]] for column in ROUND_COLUMNS})
+    write_atomic(path, lambda p: table.to_csv(p, index=False))
     summary = {"end_to_end": frame.attrs.get("end_to_end"), "base": frame.attrs.get("base"),
                "peak_bytes": frame.attrs.get("peak_bytes"), "gates": frame.attrs.get("gates", {"slower": None, "larger": None})}
     write_text_atomic(path.with_suffix(".json"), json.dumps(summary, indent=2))
