@@ -69,6 +69,16 @@ def test_a_line_of_one_op_is_that_ops_row(diff):
         assert list(row.base_rounds) == list(BASE[:, column])  # the file keeps every round exactly
 
 
+def test_one_round_is_the_ratio_of_the_line_without_an_interval(tmp_path):
+    """`diff --rounds 0` (the recorded profiles, one round each): each cell holds one median."""
+    paired = PairedRounds(KEYS, BASE[:1], TUNED[:1], [float(np.nansum(BASE[0]))], [float(np.nansum(TUNED[0]))], 10, 10)
+    write_diff(diff_table(paired), tmp_path / "diff.csv")
+    read = read_diff(tmp_path)
+    gain = line_gain(list(read[read["line"] == 3].itertuples(index=False)))
+    assert gain.speedup == pytest.approx((BASE[0, 0] + BASE[0, 1]) / (TUNED[0, 0] + TUNED[0, 1]), rel=1e-12)
+    assert gain.ci_low is None and gain.ci_high is None
+
+
 def test_damaged_per_round_medians_are_a_note(tmp_path, diff):
     header, first, *rest = (tmp_path / "diff.csv").read_text().splitlines()
     for damaged, note in ((first.replace(";", ";x", 1), "unreadable per-round medians"),

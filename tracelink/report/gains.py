@@ -55,7 +55,8 @@ def read_diff(directory) -> pd.DataFrame | str | None:
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path, keep_default_na=True)
+        # the per-round medians as text: one round's would read as a number
+        frame = pd.read_csv(path, keep_default_na=True, dtype=dict.fromkeys(ROUND_COLUMNS, str))
     except (OSError, ValueError, pd.errors.ParserError) as error:
         return f"{path}: unreadable ({error})"
     missing = [c for c in REQUIRED if c not in frame.columns]
