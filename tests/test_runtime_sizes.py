@@ -90,7 +90,7 @@ def build(tmp_path: Path, text: str, inputs: list[str], hooked: bool) -> tuple[P
     program.write_text(text)
     options = CompileOptions()
     compiled = compile_program(program, tmp_path / "artifacts", options)
-    sizes = HookedSizes(compiled, options, "main", inputs, [], tmp_path / "artifacts", timeout_s=120)
+    sizes = HookedSizes(lambda: compiled, options, "main", inputs, [], tmp_path / "artifacts", timeout_s=120)
     return build_provenance(read_input_program(program), tmp_path / "artifacts", "main", None, sizes if hooked else None), sizes
 
 
@@ -181,7 +181,7 @@ def test_a_build_of_system_libraries_is_run_as_it_is(tmp_path):
     program.write_text(MATMUL)
     options = CompileOptions(link_embedded=False)
     compiled = compile_program(program, tmp_path / "artifacts", options)
-    sizes = HookedSizes(compiled, options, "main", ["512x64xf32=1", "64x48xf32=1", "i64=5"], [], tmp_path / "artifacts", timeout_s=120)
+    sizes = HookedSizes(lambda: compiled, options, "main", ["512x64xf32=1", "64x48xf32=1", "i64=5"], [], tmp_path / "artifacts", timeout_s=120)
     constants = sizes()
     assert constants is not None and [list(values) for values in constants.values()] == [[(5, 0)]]
     assert "rebuild_seconds" not in sizes.summary and not (tmp_path / "artifacts" / SIZES_DIR / "app.vmfb").exists()

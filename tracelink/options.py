@@ -99,6 +99,7 @@ class StartedProfile:
     def stop(self) -> None:
         """Kill the compiler if it still runs and unlock the directory (idempotent)."""
         self.compile.run.kill()
+        self.compile.ended.set()  # a reader waiting for a phase's dump stops waiting
         self.claim.release()
 
 

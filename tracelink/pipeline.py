@@ -1,10 +1,10 @@
 """`tracelink profile`: compile → provenance → collect → aggregate → report, into one directory.
 
-The compiler runs while the input program is parsed. The provenance graph is built before the program
-runs, never during it: on a machine with few cores, building it beside the run slowed the dispatches it
-measured (1.5–4× on a 440-call-site model). The untimed memory run (one call) runs beside the graph
-building instead, and ends before the timed run starts; its failure is raised after the timed run's, so a
-broken program is reported by the run that times it. Every output is written as soon as it exists, so a
+The compiler runs while the input program is parsed and the provenance graph is built from each dump
+once written (:mod:`tracelink.provenance_job`); the graph is finished before the program runs, never
+during it: on a machine with few cores, building it beside the run slowed the dispatches it measured
+(1.5–4× on a 440-call-site model). The untimed memory run (one call) starts after the timed run, so a
+broken program is reported by the run that times it, and runs while the events are aggregated. Every output is written as soon as it exists, so a
 later failure (a crashing or hanging program, bad inputs) leaves the compiled artifacts and the graph on disk.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import networkx as nx
@@ -28,8 +29,6 @@ from tracelink.aggregate.host_time import host_time
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import Collected, RunRequest, start_collection
 from tracelink.collect.hal import wall_ns_per_call
-from tracelink.collect.hook_sizes import HookedSizes
-from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.collect.memory import MemoryCapture, read_memory_events, run_memory_capture
 from tracelink.compile import CompileResult, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
@@ -38,8 +37,9 @@ from tracelink.frames import LIBRARY_FRAMES
 from tracelink.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
 from tracelink.function_profiles import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
-from tracelink.provenance.build import Provenance, build_provenance, phase_dump
-from tracelink.provenance.graph import audit_of, write_graph
+from tracelink.provenance_job import ProvenanceJob
+from tracelink.provenance.build import Provenance, phase_dump, written
+from tracelink.provenance.graph import audit_of
 from tracelink.provenance.memory_plan import read_stream_plan
 from tracelink.provenance.program import InputProgram, read_input_program
 from tracelink.report import build_report, write_trace
@@ -111,9 +111,9 @@ def run_profile(
     clock = StageClock()
     options = with_collector_requirements(options)
     requested = [run.name for run in options.functions] or [options.function]
-    source, entries, compiled, compile_entries = finish_compile(program, requested, options, console, pending, out / "artifacts", clock)
-    if not options.functions:
-        return profile_function(program, out, options, console, (source, entries[0], compiled, compile_entries), clock, model)
+    source, entries, compiled, compile_entries, job = finish_compile(program, requested, options, console, pending, out, clock)
+    if job is not None:
+        return profile_function(program, out, console, (source, entries[0], compiled, compile_entries), job, clock, model)
     profiles = {}
     for run in options.functions:
         directory = function_directory(out, run.name)
@@ -122,8 +122,10 @@ def run_profile(
         write_manifest(copied.artifacts, {"function": run.name})
         function_clock = StageClock()
         function_clock.timings["compile"] = clock.timings["compile"]
-        profiles[run.name] = profile_function(program, directory, for_function(options, run), console,
-                                              (source, run.name, copied, compile_entries), function_clock, model)
+        function_options = for_function(options, run)
+        job = ProvenanceJob(source, run.name, function_options, directory, lambda copied=copied: copied, written)
+        profiles[run.name] = profile_function(program, directory, console, (source, run.name, copied, compile_entries), job,
+                                              function_clock, model)
     run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__,
                 "compiler": compile_entries["compiler"]["version"], "timings_s": clock.timings}
     result = assemble_function_profiles(out, profiles, run_info)
@@ -134,39 +136,58 @@ def run_profile(
 
 
 def profile_function(
-    program: Path, out: Path, options: ProfileOptions, console: Console, built: tuple[InputProgram, str, CompileResult, dict],
+    program: Path, out: Path, console: Console, built: tuple[InputProgram, str, CompileResult, dict], job: ProvenanceJob,
     clock: StageClock, model: Path | None = None,
 ) -> Profile:
     """Profile one function of the compiled program into ``out``: provenance, timed run, memory, tables, report.
 
-    ``built`` is the input program, the function, the compile's result and its manifest entries. The
-    memory run (one call, untimed) runs while the provenance graph is built, and ends before the timed run starts.
+    ``built`` is the input program, the function, the compile's result and its manifest entries; ``job``
+    builds the function's provenance (started beside the compiler when one function is profiled). The
+    memory run (one call, untimed) starts after the timed run, so a broken program is reported by the run
+    that times it, and runs while the timed run's events are aggregated and the trace and pprof written.
     """
-    source, entry, compiled, compile_entries = built
-    artifacts = out / "artifacts"
+    _, entry, compiled, compile_entries = built
+    options, artifacts = job.options, out / "artifacts"
     started = time.perf_counter()
-    inputs = run_inputs(compiled, entry, options, artifacts)
+    with console.status("building the provenance graph"):
+        provenance, runtime_sizes = job.result().parts()
+    inputs = job.inputs()
+    clock.stop("provenance", started)
+    started = time.perf_counter()
+    collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console)
+    clock.stop("run", started)
+    if collected.events.empty:
+        raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
     memory_run = InBackground(lambda: run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts, options.timeout_s,
                                                          options.compile.device), "tracelink-memory")
     try:
-        with console.status("building the provenance graph"):
-            provenance, runtime_sizes = provenance_of(source, compiled, entry, inputs, options, out)
-            memory_run.wait()
-        clock.stop("provenance", started)
         started = time.perf_counter()
-        collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console)
-        clock.stop("run", started)
-        if collected.events.empty:
-            raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
+        device, machine = device_and_peaks(options, console)
+        run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, runtime_sizes, collected, artifacts)
+        result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
+        clock.stop("aggregate", started)
         started = time.perf_counter()
-        memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
-        clock.stop("memory", started)
+        with console.status("writing the trace and pprof profile"):
+            write_trace(result, result.directory / "trace.json")
+            write_pprof(result)
+        with console.status("measuring memory (one call)"):
+            memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
     except BaseException:
         memory_run.cancel()
         raise
-    started = time.perf_counter()
-    device, machine = device_and_peaks(options, console)
-    run_info = {
+    result.summary["memory"], result.memory_lines, result.memory_components = memory
+    publish_profile(result, console)
+    clock.stop("write_and_report", started)
+    # profile.json was written before the last stage ended: write it again with every stage timed.
+    write_profile_summary(result)
+    write_manifest(artifacts, {"timings_s": clock.timings})
+    return result
+
+
+def run_summary(program: Path, model: Path | None, entry: str, options: ProfileOptions, device: dict[str, str], compile_entries: dict,
+                inputs: list[str], clock: StageClock, runtime_sizes: dict | None, collected: Collected, artifacts: Path) -> dict:
+    """What profile.json says of the run, before the tables are aggregated."""
+    return {
         "program": str(program),
         "model": str(model or program),
         "function": entry,
@@ -178,27 +199,18 @@ def profile_function(
         "warmup": options.warmup,
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": clock.timings,
-        "memory": memory[0],
+        "memory": None,  # set once the memory run has ended
         "runtime_sizes": runtime_sizes,  # the hooked call that fixed sizes the inputs' shapes did not
         # a call's wall time beside its dispatches (CPU: the events' clock is the host's)
         "host_time": None if device_target(options.compile.device).is_gpu else host_time(collected.events, wall_ns_per_call(artifacts)),
     } | collected.summary
-    result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
-    result.memory_lines, result.memory_components = memory[1], memory[2]
-    clock.stop("aggregate", started)
-    started = time.perf_counter()
-    publish_profile(result, console)
-    clock.stop("write_and_report", started)
-    # profile.json was written before the last stage ended: write it again with every stage timed.
-    write_profile_summary(result)
-    write_manifest(artifacts, {"timings_s": clock.timings})
-    return result
 
 
 def finish_compile(program: Path, requested: list[str | None], options: ProfileOptions, console: Console, pending: PendingCompile,
-                   artifacts: Path, clock: StageClock) -> tuple[InputProgram, list[str], CompileResult, dict]:
+                   out: Path, clock: StageClock) -> tuple[InputProgram, list[str], CompileResult, dict, ProvenanceJob | None]:
     """Parse the input program while the compiler runs; the functions to profile (``requested``, None: the
-    default one), the compiled program and the manifest's compile entries."""
+    default one), the compiled program, the manifest's compile entries and, when one function is
+    profiled, the job building its provenance, started beside the compiler."""
     started = pending.started  # the compile stage counts from the compiler's start
     with console.status(f"compiling {program.name} with iree-compile"):
         # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
@@ -206,35 +218,21 @@ def finish_compile(program: Path, requested: list[str | None], options: ProfileO
         importlib.import_module("iree.compiler.dialects.linalg")
         source = read_input_program(program)
         entries = [choose_function(source.public_functions(), name, program) for name in requested]
-        compiled = pending.finish()
+        build: Future[CompileResult] = Future()
+        job = None if options.functions else ProvenanceJob(source, entries[0], options, out, build.result, pending.wait_for_phase)
+        try:
+            compiled = pending.finish()
+        except BaseException:
+            build.cancel()
+            if job is not None:
+                job.cancel()
+            raise
+        build.set_result(compiled)
     compile_entries = compile_manifest_entries(compiled, options.compile)
     chosen = {"function": entries[0]} if len(entries) == 1 else {"functions": entries}
-    write_manifest(artifacts, compile_entries | chosen | {"tracelink": __version__})
+    write_manifest(out / "artifacts", compile_entries | chosen | {"tracelink": __version__})
     clock.stop("compile", started)
-    return source, entries, compiled, compile_entries
-
-
-def run_inputs(compiled: CompileResult, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
-    """The run's ``--input`` values: the user's, checked against the signature, or generated from it."""
-    specs = read_signature(phase_dump(compiled.phases, "input"), entry)
-    if options.inputs:
-        check_inputs(options.inputs, specs)
-        return list(options.inputs)
-    return generate_inputs(specs, artifacts / "inputs", options.seed)
-
-
-def provenance_of(source: InputProgram, compiled: CompileResult, entry: str, inputs: list[str], options: ProfileOptions,
-                  out: Path) -> tuple[Provenance, dict | None]:
-    """The provenance graph of ``entry``, written to the profile directory, and what profile.json says of the
-    run that fixed the sizes the inputs' shapes did not (None when none was needed)."""
-    # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
-    # each dispatch's push constants in one hooked call, made only when a size is still unknown
-    shapes = [(described := described_type(value)) and described[0] for value in inputs]
-    artifacts = out / "artifacts"
-    sizes = HookedSizes(compiled, options.compile, entry, inputs, options.parameters, artifacts, options.timeout_s) if options.hooked_sizes else None
-    provenance = build_provenance(source, artifacts, entry, shapes, sizes)
-    write_graph(provenance.graph, out / "provenance.graphml", out / "provenance.json")
-    return provenance, (sizes.summary or None) if sizes is not None else None
+    return source, entries, compiled, compile_entries, job
 
 
 def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions, artifacts: Path, provenance: Provenance,
@@ -314,9 +312,7 @@ def assemble_profile(
 
 
 def publish_profile(result: Profile, console: Console) -> None:
-    """Write the profile directory, then the trace, the pprof profile and the report built from it."""
+    """Write the profile directory, then the report built from it."""
     write_profile(result)
     with console.status("writing the report"):
-        write_trace(result, result.directory / "trace.json")
-        write_pprof(result)
         build_report(result)

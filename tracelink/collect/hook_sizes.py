@@ -17,7 +17,7 @@ the sizes stay unknown. A failed run leaves them unknown too, and says why (:att
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,10 +33,14 @@ SIZES_DIR = "sizes"
 
 
 class HookedSizes:
-    """The push constants of one call of ``entry`` (a :data:`~tracelink.provenance.executable_workloads.ConstantsOfRun`)."""
+    """The push constants of one call of ``entry`` (a :data:`~tracelink.provenance.executable_workloads.ConstantsOfRun`).
+
+    ``compiled`` gives the profile's build when the constants are first needed: the provenance stage may
+    start while the compiler still runs, and then it waits for the build.
+    """
 
     def __init__(
-        self, compiled: CompileResult, options: CompileOptions, entry: str, inputs: Sequence[str],
+        self, compiled: Callable[[], CompileResult], options: CompileOptions, entry: str, inputs: Sequence[str],
         parameters: Sequence[str], artifacts: Path, timeout_s: float,
     ) -> None:
         self.compiled, self.options, self.entry = compiled, options, entry
@@ -57,7 +61,8 @@ class HookedSizes:
             self.summary["seconds"] = round(time.perf_counter() - started, 3)
 
     def _constants(self) -> DispatchConstants:
-        vmfb = self.compiled.vmfb if SYSTEM_LIBRARY_FLAG in self.compiled.flags else self._system_library_build()
+        compiled = self.compiled()
+        vmfb = compiled.vmfb if SYSTEM_LIBRARY_FLAG in compiled.flags else self._system_library_build(compiled)
         command = run_module_command(vmfb, self.entry, self.inputs, self.parameters, device="local-sync")
         hooked = run_hooked(command, self.directory / "hook", timeout_s=self.timeout_s, log=self.directory / "run.log")
         constants: dict[str, list[tuple[int, ...]]] = {}
@@ -66,9 +71,9 @@ class HookedSizes:
                 constants.setdefault(export, []).append(values or ())
         return constants
 
-    def _system_library_build(self) -> Path:
+    def _system_library_build(self, compiled: CompileResult) -> Path:
         """The program built again with system-library executables, without dumps (only its module is used)."""
         started = time.perf_counter()
-        built = compile_program(self.compiled.input_path, self.directory, replace(self.options, link_embedded=False), dumps=False)
+        built = compile_program(compiled.input_path, self.directory, replace(self.options, link_embedded=False), dumps=False)
         self.summary["rebuild_seconds"] = round(time.perf_counter() - started, 3)
         return built.vmfb

@@ -9,6 +9,7 @@ with a manifest of flags, tool versions and timings.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +20,9 @@ from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
 from tracelink.tools import ToolRun, compiler_version, tool_path
+
+
+PHASE_POLL_S = 0.02  # how often a reader waiting for a phase's dump looks again
 
 
 @dataclass
@@ -111,10 +115,23 @@ class PendingCompile:
         self.started = time.perf_counter()
         command = [tool_path("iree-compile"), str(self.input_path), "-o", str(self.vmfb), *self.flags]
         self.run = ToolRun(command, artifacts / "compile.log", f"{self.input_path}: iree-compile")
+        self.ended = threading.Event()  # set once the compiler is waited for or stopped
+
+    def wait_for_phase(self, phase: str) -> None:
+        """Block until the dump of ``phase`` is whole: the compiler writes each phase's dump before the
+        next phase runs, so a later phase's dump means this one is written. Returns too once the compiler
+        has ended, whether or not it wrote the dump (the reader then finds it, or says it is missing)."""
+        while not self.ended.wait(PHASE_POLL_S):
+            written = dumped_phases(self.artifacts / "phases")
+            if phase in written and max(written.values()) > written[phase]:
+                return
 
     def finish(self) -> CompileResult:
         """Wait for the compiler; its log stays in ``artifacts/compile.log`` whether or not it succeeds."""
-        self.run.wait(self.options.timeout_s, explain=first_diagnostics)
+        try:
+            self.run.wait(self.options.timeout_s, explain=first_diagnostics)
+        finally:
+            self.ended.set()
         for dump in (self.artifacts / "phases", self.artifacts / "executables"):
             for path in dump.rglob("*"):
                 ensure_inside(self.artifacts, path)
@@ -127,6 +144,16 @@ class PendingCompile:
             flags=self.flags,
             seconds=time.perf_counter() - self.started,
         )
+
+
+def dumped_phases(phases: Path) -> dict[str, int]:
+    """Each phase dumped so far in ``phases`` and its place in the compiler's order (``<module>.<n>.<phase>.mlir``)."""
+    written = {}
+    for path in phases.glob("*.mlir"):
+        parts = path.name.split(".")
+        if len(parts) >= 4 and parts[-3].isdigit():
+            written[parts[-2]] = int(parts[-3])
+    return written
 
 
 def compile_program(input_path: Path, artifacts: Path, options: CompileOptions, dumps: bool = True) -> CompileResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,22 +34,35 @@ def phase_dump(phases: Path, phase: str) -> Path:
     return found[0]
 
 
+def written(phase: str) -> None:
+    """The ``ready`` of dumps already whole (the compiler has ended)."""
+
+
 def build_provenance(
     program: InputProgram, artifacts: Path, entry: str, argument_shapes: list[tuple[int, ...] | None] | None = None,
-    constants_of_run: ConstantsOfRun | None = None,
+    constants_of_run: ConstantsOfRun | None = None, ready: Callable[[str], None] = written,
 ) -> Provenance:
     """Read the phase and executable dumps under ``artifacts`` and build the graph of ``entry``;
     ``argument_shapes`` (the run's input shapes) fix the dispatches' dynamic sizes, and where one is
-    still unknown, the push constants ``constants_of_run`` gives (called only then)."""
+    still unknown, the push constants ``constants_of_run`` gives (called only then).
+
+    ``ready(phase)`` returns once that phase's dump is whole, so the graph can be built while the compiler
+    still runs: the dumps are read in the compiler's order (the executable dumps are whole with the
+    ``executable-targets`` phase).
+    """
     context = new_context()
     phases = artifacts / "phases"
     normalise = Normaliser(program.enclosing_locations)
-    hal_module = parse_file(phase_dump(phases, "hal"), context)
-    call_sites = read_call_sites(hal_module, entry, normalise)
+    ready("input")
+    costs = member_costs(parse_file(phase_dump(phases, "input"), context), normalise, entry, argument_shapes)
+    ready("flow")
     regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes,
                            constants_of_run, artifacts / "executables")
+    ready("executable-targets")
     exports = read_exports(artifacts / "executables", artifacts, context)
-    input_phase = parse_file(phase_dump(phases, "input"), context)
-    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), member_costs(input_phase, normalise, entry, argument_shapes))
+    ready("hal")
+    hal_module = parse_file(phase_dump(phases, "hal"), context)
+    call_sites = read_call_sites(hal_module, entry, normalise)
+    graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), costs)
     graph.graph["entry"] = entry
     return Provenance(graph, call_sites, exports)

@@ -34,7 +34,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     context = new_context()
     by_frames = member_keys(graph)
     readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
-    program_ops, enclosing = program_text_ops(Path(program), context) if readable else (None, frozenset())
+    program_ops, enclosing = program_text_ops(Path(program)) if readable else (None, frozenset())
 
     ops = op_table(profile, graph)
     library = tuple(summary.get("library_frames") or LIBRARY_FRAMES)

@@ -9,6 +9,7 @@ order; pairing them gives each op's location and its line.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -115,10 +116,21 @@ def parse_text_ops(text, enclosing, context, path) -> tuple[list[TextOp] | None,
         return None, enclosing or frozenset()
 
 
-def program_text_ops(path: Path, context: ir.Context | None = None) -> tuple[list[TextOp] | None, frozenset[str]]:
+def program_text_ops(path: Path) -> tuple[list[TextOp] | None, frozenset[str]]:
     """:func:`text_ops` of the input program, and the locations of its functions (IREE's outer frames)."""
     try:
-        text = Path(path).read_text(errors="replace")
+        stat = Path(path).stat()
     except OSError:
         return None, frozenset()
-    return parse_text_ops(text, None, context, path)
+    return parsed_program(Path(path).resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+# The last program parsed, by its file's identity: `tracelink profile` parses it beside the compiler
+# (:mod:`tracelink.provenance_job`), and the report built at the end reuses it.
+@functools.lru_cache(maxsize=1)
+def parsed_program(path: Path, mtime_ns: int, size: int) -> tuple[list[TextOp] | None, frozenset[str]]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None, frozenset()
+    return parse_text_ops(text, None, None, path)

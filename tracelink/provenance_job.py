@@ -1,0 +1,107 @@
+"""One function's run inputs and provenance graph, built in a background thread.
+
+Started while the compiler runs, the job reads each dump once the compiler has written it whole
+(:meth:`~tracelink.compile.PendingCompile.wait_for_phase`): the compiler keeps about one core busy, so on
+a machine with two cores most of the graph is built beside it instead of after it. The job never runs
+beside the timed run (:mod:`tracelink.pipeline` waits for it first): building the graph there slowed
+the dispatches measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracelink.collect.hook_sizes import HookedSizes
+from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
+from tracelink.compile import CompileResult
+from tracelink.options import ProfileOptions
+from tracelink.provenance.build import Provenance, build_provenance, phase_dump
+from tracelink.provenance.graph import write_graph
+from tracelink.provenance.program import InputProgram
+from tracelink.report.model import MAX_PROGRAM_BYTES
+from tracelink.report.textmap import program_text_ops
+from tracelink.tools import InBackground
+
+
+@dataclass
+class BuiltProvenance:
+    """The job's result: the graph, and what profile.json says of the hooked call that fixed sizes the
+    inputs' shapes did not (None when none was needed)."""
+
+    provenance: Provenance
+    runtime_sizes: dict | None
+
+    def parts(self) -> tuple[Provenance, dict | None]:
+        return self.provenance, self.runtime_sizes
+
+
+class ProvenanceJob:
+    """Inputs, then the provenance graph of ``entry`` (written to ``out``), in a background thread.
+
+    ``compiled`` gives the build, waiting for the compiler if it still runs; ``ready(phase)`` returns
+    once that phase's dump is whole.
+    """
+
+    def __init__(self, source: InputProgram, entry: str, options: ProfileOptions, out: Path,
+                 compiled: Callable[[], CompileResult], ready: Callable[[str], None]) -> None:
+        self.source, self.entry, self.options, self.out = source, entry, options, out
+        self.compiled, self.ready = compiled, ready
+        self._inputs: Future[list[str]] = Future()
+        self._work = InBackground(self._build, "tracelink-provenance")
+
+    def inputs(self) -> list[str]:
+        """The run's ``--input`` values (the user's, checked, or generated), as soon as the job has them."""
+        try:
+            return self._inputs.result()
+        except BaseException:
+            self._work.result()  # what the job raised, when it failed before the inputs
+            raise
+
+    def result(self) -> BuiltProvenance:
+        return self._work.result()
+
+    def cancel(self) -> None:
+        self._work.cancel()
+
+    def _build(self) -> BuiltProvenance:
+        artifacts = self.out / "artifacts"
+        warm_program_text(self.source.path)
+        self.ready("input")
+        try:
+            inputs = run_inputs(artifacts / "phases", self.entry, self.options, artifacts)
+        except BaseException as error:
+            self._inputs.set_exception(error)
+            raise
+        self._inputs.set_result(inputs)
+        # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
+        # each dispatch's push constants in one hooked call, made only when a size is still unknown
+        shapes = [(described := described_type(value)) and described[0] for value in inputs]
+        options = self.options
+        sizes = (HookedSizes(self.compiled, options.compile, self.entry, inputs, options.parameters, artifacts, options.timeout_s)
+                 if options.hooked_sizes else None)
+        provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
+        write_graph(provenance.graph, self.out / "provenance.graphml", self.out / "provenance.json")
+        return BuiltProvenance(provenance, (sizes.summary or None) if sizes is not None else None)
+
+
+def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
+    """The run's ``--input`` values: the user's, checked against the signature, or generated from it."""
+    specs = read_signature(phase_dump(phases, "input"), entry)
+    if options.inputs:
+        check_inputs(options.inputs, specs)
+        return list(options.inputs)
+    return generate_inputs(specs, artifacts / "inputs", options.seed)
+
+
+def warm_program_text(program: Path) -> None:
+    """Parse the program's text for the report now, beside the compiler: the report reads it at the end
+    (``program_text_ops`` keeps the last file it parsed)."""
+    try:
+        small = program.stat().st_size <= MAX_PROGRAM_BYTES
+    except OSError:
+        return
+    if small:
+        program_text_ops(program)
