@@ -47,7 +47,7 @@ from tracelink.report.functions_page import build_functions_report
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.textsafe import TerminalConsole
-from tracelink.tools import InBackground
+from tracelink.tools import InBackground, InChildProcess
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -167,16 +167,20 @@ def profile_function(
         result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
         clock.stop("aggregate", started)
         started = time.perf_counter()
-        with console.status("writing the trace and pprof profile"):
-            write_trace(result, result.directory / "trace.json")
-            write_pprof(result)
-        with console.status("measuring memory (one call)"):
-            memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
+        # the trace and the pprof profile are written by a forked child, beside the report
+        side_files = InChildProcess(lambda: write_side_files(result), "tracelink-trace")
+        try:
+            with console.status("measuring memory (one call)"):
+                memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
+            result.summary["memory"], result.memory_lines, result.memory_components = memory
+            publish_profile(result, console)
+            side_files.wait()
+        except BaseException:
+            side_files.cancel()
+            raise
     except BaseException:
         memory_run.cancel()
         raise
-    result.summary["memory"], result.memory_lines, result.memory_components = memory
-    publish_profile(result, console)
     clock.stop("write_and_report", started)
     # profile.json was written before the last stage ended: write it again with every stage timed.
     write_profile_summary(result)
@@ -309,6 +313,12 @@ def assemble_profile(
         directory=out, summary=summary, events=events, call_sites=call_sites,
         exports=export_table(events, graph), source_ops=source_ops, source_lines=source_lines, graph=graph, workgroups=workgroups, zones=zones,
     )
+
+
+def write_side_files(result: Profile) -> None:
+    """The trace (Perfetto) and the pprof profile of ``result``."""
+    write_trace(result, result.directory / "trace.json")
+    write_pprof(result)
 
 
 def publish_profile(result: Profile, console: Console) -> None:

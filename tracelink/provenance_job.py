@@ -9,6 +9,7 @@ the dispatches measured.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from tracelink.collect.hook_sizes import HookedSizes
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.compile import CompileResult
+from tracelink.errors import TracelinkError
 from tracelink.options import ProfileOptions
 from tracelink.provenance.build import Provenance, build_provenance, phase_dump
 from tracelink.provenance.graph import write_graph
@@ -48,8 +50,9 @@ class ProvenanceJob:
     def __init__(self, source: InputProgram, entry: str, options: ProfileOptions, out: Path,
                  compiled: Callable[[], CompileResult], ready: Callable[[str], None]) -> None:
         self.source, self.entry, self.options, self.out = source, entry, options, out
-        self.compiled, self.ready = compiled, ready
+        self.compiled, self._ready = compiled, ready
         self._inputs: Future[list[str]] = Future()
+        self._stopped = threading.Event()
         self._work = InBackground(self._build, "tracelink-provenance")
 
     def inputs(self) -> list[str]:
@@ -64,7 +67,14 @@ class ProvenanceJob:
         return self._work.result()
 
     def cancel(self) -> None:
+        self._stopped.set()  # the job stops at the next dump it would wait for
         self._work.cancel()
+
+    def ready(self, phase: str) -> None:
+        """Wait until ``phase``'s dump is whole, unless the job was cancelled meanwhile."""
+        self._ready(phase)
+        if self._stopped.is_set():
+            raise TracelinkError(f"{self.out}: the provenance graph of {self.entry} was not built (stopped)")
 
     def _build(self) -> BuiltProvenance:
         artifacts = self.out / "artifacts"

@@ -101,7 +101,7 @@ def executable_note(drill, model: ReportModel, site: dict, executable) -> None:
         el(drill, "p", class_="muted", text="The executable's dumped source is not in the profile directory.")
         return
     note = "Locations removed for reading; each marked line names the source op its op came from — root op, fused producer, or another op (e.g. an input's producer)."
-    dumped = dumped_call_site(model, executable)
+    dumped = model.dumped_sites[site["executable"]]
     if len(executable.call_sites) > 1 and dumped is not None and dumped != site["index"]:
         note += f" This executable is shared by {len(executable.call_sites)} call sites; IREE dumps it once, with the locations of call site #{dumped}."
     el(drill, "p", class_="note", text=note)
@@ -126,14 +126,6 @@ def why_block(drill, site: dict) -> None:
         (f"{bound}{rate(site['gbytes_s'], 'GB/s')} ({bound}{pct(site['bandwidth_peak_share'])})", "achieved (of bandwidth)"),
     ):
         stat_card(stats, value, label)
-
-
-def dumped_call_site(model: ReportModel, executable) -> int | None:
-    """The call site whose locations the (deduplicated) executable dump carries: most ops in common."""
-    in_dump = {op for ops in executable.line_ops.values() for op in ops}
-    sites = {site["index"]: site for site in model.call_sites}
-    best = max(executable.call_sites, key=lambda i: (len(in_dump & {op for op, _, _ in sites[i]["ops"]}) if i in sites else -1, -i), default=None)
-    return best
 
 
 def executable_template(parent, model: ReportModel, executable) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import networkx as nx
 from lxml import etree
 
-from tracelink.report.fmt import el, ns, pct
+from tracelink.report.fmt import el, file_name, ns, pct
 from tracelink.report.model import MAX_NAME_CHARS, ReportModel, bounded, short_export
 from tracelink.report.svg import svg_root
 
@@ -54,12 +53,12 @@ def member_path(member: dict, name: str) -> list[str]:
 def member_levels(member: dict, name: str) -> list[str]:
     positions = [position.rsplit(":", 2) for position in member.get("positions", [])]
     if len(positions) > 1:
-        return [f"{Path(path).name}:{line}" for path, line, _ in reversed(positions)]
+        return [f"{file_name(path)}:{line}" for path, line, _ in reversed(positions)]
     if "/" in name:
         return [part for part in name.split("/") if part]
     if positions:
         path, line, _ = positions[0]
-        return [Path(path).name, f"line {line}"]
+        return [file_name(path), f"line {line}"]
     return [name or "(no location)"]
 
 

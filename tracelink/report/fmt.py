@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lxml import etree
@@ -136,12 +137,25 @@ def attribute_name(keyword: str) -> str:
 
 def el(parent: etree._Element | None, tag: str, attrib: dict | None = None, text: str | None = None, **kwargs) -> etree._Element:
     """An element (appended to ``parent`` when given); ``class_`` and other keyword attributes allowed."""
-    attributes = {k: clean(str(v)) for k, v in (attrib or {}).items() if v is not None}
-    attributes.update({attribute_name(k): clean(str(v)) for k, v in kwargs.items() if v is not None})
+    # plain loops: a big report makes some 150,000 elements
+    attributes = {}
+    if attrib:
+        for key, value in attrib.items():
+            if value is not None:
+                attributes[key] = clean(value if type(value) is str else str(value))
+    for key, value in kwargs.items():
+        if value is not None:
+            attributes[attribute_name(key)] = clean(value if type(value) is str else str(value))
     node = etree.SubElement(parent, tag, attributes) if parent is not None else etree.Element(tag, attributes)
     if text is not None:
-        node.text = clean(str(text))
+        node.text = clean(text if type(text) is str else str(text))
     return node
+
+
+@functools.lru_cache(maxsize=4096)
+def file_name(path: str) -> str:
+    """The last part of a path (``Path(path).name``), remembered: a report names the same few files thousands of times."""
+    return Path(path).name
 
 
 def concrete(step: str, profile: "Profile") -> str:

@@ -12,6 +12,7 @@ name, e.g. ONNX node names, still light up the program: their whole time is that
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import defaultdict
@@ -26,7 +27,7 @@ from tracelink.aggregate import op_line_shares
 from tracelink.profile_dir import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
-from tracelink.report.fmt import concrete, lower_bound_mark, text_or_empty
+from tracelink.report.fmt import concrete, file_name, lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy, dump_path
 from tracelink.report.textmap import strip_locations, text_ops
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
@@ -82,7 +83,7 @@ class SourceFile:
 
     @property
     def name(self) -> str:
-        return Path(self.path).name or self.path
+        return file_name(self.path) or self.path
 
     @property
     def max_share(self) -> float:
@@ -122,6 +123,17 @@ class ReportModel:
     zones: ZoneData | None = None  # tracy collector: runtime overhead around dispatches
     gains: Gains | None = None  # diff.csv in the profile directory: tuned gains per line
     skipped_sources: dict[str, str] = field(default_factory=dict)  # files not embedded -> why
+
+    @functools.cached_property
+    def dumped_sites(self) -> dict[str, int | None]:
+        """Per executable (by name), the call site whose locations its dump carries: IREE dumps a shared
+        executable once, with one call site's locations; the one with most ops in common."""
+        sites = {site["index"]: {op for op, _, _ in site["ops"]} for site in self.call_sites}
+        dumped = {}
+        for name, executable in self.executables.items():
+            in_dump = {op for ops in executable.line_ops.values() for op in ops}
+            dumped[name] = max(executable.call_sites, key=lambda i: (len(in_dump & sites[i]) if i in sites else -1, -i), default=None)
+        return dumped
 
 
 def short_export(name: str) -> str:

@@ -128,17 +128,20 @@ def build_pprof(profile: Profile) -> Message:
     graph = profile.graph
     site_totals = events.dropna(subset=["call_site"]).groupby("call_site")["duration_ns"].sum()
     shares = attribution(graph)
+    ops_of_site: dict[int, list[tuple[str, float]]] = {}  # call site -> (op, fraction), in the attribution's order
+    for site, op, fraction in zip(shares["call_site"], shares["op"], shares["fraction"]):
+        ops_of_site.setdefault(int(site), []).append((op, fraction))
     sites = {graph.nodes[node]["index"]: graph.nodes[node] for node in nodes_of_kind(graph, "call_site")}
     stacks: list[tuple[float, list[int]]] = []  # (value, location ids root first)
     for site, total in site_totals.items():
         data = sites.get(int(site))
         export = builder.location(str(data["export"] if data else events.loc[events["call_site"] == site, "export"].iloc[0]))
         tail = [builder.location(str(data["label"]), system_name=str(data["export"])), export] if data else [export]
-        ops = shares[shares["call_site"] == int(site)]
-        if ops.empty:
+        ops = ops_of_site.get(int(site), [])
+        if not ops:
             stacks.append((float(total), tail))
-        for row in ops.itertuples():
-            stacks.extend((float(total) * row.fraction * part, [*stack, *tail]) for part, stack in op_stacks(builder, graph, row.op))
+        for op, fraction in ops:
+            stacks.extend((float(total) * fraction * part, [*stack, *tail]) for part, stack in op_stacks(builder, graph, op))
     unmatched = events[events["call_site"].isna()].groupby("export")["duration_ns"].sum()
     stacks.extend((float(total), [builder.location(str(export))]) for export, total in unmatched.items())
     add_samples(message, stacks)

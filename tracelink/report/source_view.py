@@ -3,10 +3,9 @@ flame graph along the source hierarchy."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from tracelink.report.flame import flame_svg, flame_tree
-from tracelink.report.fmt import el, heat, pct
+from tracelink.report.fmt import el, file_name, heat, pct
 from tracelink.report.gains import gain_badge
 from tracelink.report.model import ReportModel
 from tracelink.report.widgets import bar, chips, section
@@ -114,7 +113,7 @@ def describe_op(op: dict) -> str:
     what = op["name"] or op["op_names"] or "op"
     if op["positions"]:
         path, number = op["positions"][0]
-        return f"{what} @ {Path(path).name}:{number}"
+        return f"{what} @ {file_name(path)}:{number}"
     return what
 
 

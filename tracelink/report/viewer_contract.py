@@ -14,7 +14,6 @@ reads every key of them and no other.
 # No ``from __future__ import annotations``: TypedDict sees NotRequired only in evaluated annotations.
 from typing import NamedTuple, NotRequired, TypedDict
 
-from tracelink.report.drill import dumped_call_site
 from tracelink.report.layout import COLUMNS, GROUP_GAP, GROUP_HEADER, NODE_H, TOP, GraphLayout
 from tracelink.report.model import ReportModel
 
@@ -232,8 +231,8 @@ def call_site_records(model: ReportModel) -> dict[str, CallSiteRecord]:
 
 def executable_records(model: ReportModel) -> dict[str, ExecutableRecord]:
     return {
-        executable.id: ExecutableRecord(dumped=dumped_call_site(model, executable))
-        for executable in model.executables.values()
+        executable.id: ExecutableRecord(dumped=model.dumped_sites[name])
+        for name, executable in model.executables.items()
     }
 
 
