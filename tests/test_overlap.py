@@ -1,0 +1,75 @@
+"""Work `tracelink profile` overlaps: the provenance graph built while the real compiler writes its dumps
+is the graph built from the finished dumps, and a forked writer's failure reaches the caller."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from tracelink.collect.inputs import described_type
+from tracelink.compile import CompileOptions, PendingCompile, dumped_phases
+from tracelink.errors import TracelinkError
+from tracelink.options import ProfileOptions
+from tracelink.provenance.build import build_provenance
+from tracelink.provenance.graph import write_graph
+from tracelink.provenance.program import read_input_program
+from tracelink.provenance_job import ProvenanceJob
+from tracelink.tools import InChildProcess
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def graph_document(graph: nx.DiGraph, directory: Path) -> dict:
+    write_graph(graph, directory / "provenance.graphml", directory / "provenance.json")
+    return json.loads((directory / "provenance.json").read_text())
+
+
+def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(tmp_path):
+    program = EXAMPLES / "attention.mlir"
+    out = tmp_path / "out"
+    pending = PendingCompile(program, out / "artifacts", CompileOptions())
+    waited: list[tuple[str, dict[str, int]]] = []
+
+    def ready(phase: str) -> None:
+        pending.wait_for_phase(phase)
+        waited.append((phase, dumped_phases(out / "artifacts" / "phases")))
+
+    job = ProvenanceJob(read_input_program(program), "attention", ProfileOptions(), out, lambda: compiled, ready)
+    compiled = pending.finish()
+    beside = job.result().provenance
+    shapes = [described_type(value)[0] for value in job.inputs()]
+    after = build_provenance(read_input_program(program), out / "artifacts", "attention", shapes)
+    # each dump was read once a later phase's dump existed (or the compiler had ended)
+    for phase, written in waited:
+        assert phase in written and (max(written.values()) > written[phase] or pending.ended.is_set()), (phase, written)
+    assert [phase for phase, _ in waited] == ["input", "input", "flow", "executable-targets", "hal"]  # inputs, then the graph
+    assert json.loads((out / "provenance.json").read_text()) == graph_document(after.graph, tmp_path)
+    assert [site.export for site in beside.call_sites] == [site.export for site in after.call_sites]
+
+
+def test_a_stopped_compile_ends_the_wait_for_its_dumps(tmp_path):
+    program = EXAMPLES / "convnet.mlir"
+    pending = PendingCompile(program, tmp_path / "artifacts", CompileOptions())
+    pending.run.kill()
+    pending.ended.set()  # what StartedProfile.stop does
+    pending.wait_for_phase("vm")  # the last phase: nothing comes after it, so only the end returns
+    assert "vm" not in dumped_phases(tmp_path / "artifacts" / "phases")
+
+
+def test_a_forked_writer_writes_or_says_why_it_did_not(tmp_path):
+    written = tmp_path / "written.txt"
+    InChildProcess(lambda: written.write_text("done"), "writer").wait()
+    assert written.read_text() == "done"
+
+    def fail() -> None:
+        raise TracelinkError(f"{tmp_path / 'trace.json'}: disk full\nsecond line")
+
+    with pytest.raises(TracelinkError, match=r"trace\.json: disk full$"):
+        InChildProcess(fail, "writer").wait()
+    with pytest.raises(TracelinkError, match="writer ended with exit code -9"):
+        InChildProcess(lambda: os.kill(os.getpid(), signal.SIGKILL), "writer").wait()
