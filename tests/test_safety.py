@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -357,3 +358,15 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_written(elsewhere_profile, t
         assert "No space left on device" in line and str(out) in line, line
         assert (out / "artifacts" / "app.vmfb").is_file() and (out / "provenance.json").is_file()  # work done is kept
         assert not list(out.glob(".*.tmp"))
+
+
+def test_tools_leave_nothing_in_the_temporary_directory(tmp_path):
+    """IREE's runtime leaves an empty iree_dylib_XXXXXX in TMPDIR whenever it loads system-library
+    executables (the hook collector's build): tracelink gives its tools a TMPDIR of its own and removes it."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    program = Path(__file__).resolve().parents[1] / "examples" / "mlp.mlir"
+    done = subprocess.run([*TRACELINK, "profile", str(program), "-o", str(tmp_path / "out"), "--repetitions", "2", "--collector", "hook"],
+                          capture_output=True, text=True, env=os.environ | {"TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in temporary.iterdir()) == []

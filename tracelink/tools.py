@@ -15,6 +15,7 @@ those run the binary as their child and exit with its status modulo 256 (a crash
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import importlib.util
 import multiprocessing
@@ -24,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -70,9 +72,10 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # The guard: reads "+GROUP" / "-GROUP" lines; at the end of its input (tracelink gone, however) it kills
-# the groups left. Python without site: it starts in a few tens of milliseconds.
+# the groups left and removes the tools' temporary directory (its argument). Python without site: it
+# starts in a few tens of milliseconds.
 GUARD = """
-import os, signal, sys
+import os, shutil, signal, sys
 groups = set()
 for line in sys.stdin:
     (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
@@ -81,6 +84,7 @@ for group in groups:
         os.killpg(group, signal.SIGKILL)
     except OSError:
         pass
+shutil.rmtree(sys.argv[1], ignore_errors=True)
 """
 _guard: subprocess.Popen | None = None
 
@@ -90,7 +94,7 @@ def guard_note(line: str) -> None:
     global _guard
     if _guard is None or _guard.poll() is not None:
         # its own session: a Ctrl-C to the terminal's group leaves it to watch the tools until tracelink ends
-        _guard = subprocess.Popen([sys.executable, "-S", "-c", GUARD], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        _guard = subprocess.Popen([sys.executable, "-S", "-c", GUARD, str(tools_temp_dir())], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
     try:
         _guard.stdin.write(line + "\n")
@@ -98,9 +102,25 @@ def guard_note(line: str) -> None:
         pass
 
 
+def tools_temp_dir() -> Path:
+    """The ``TMPDIR`` of every tool this process starts, made on first use and removed when the process
+    ends (by the guard if it is killed). IREE's runtime leaves an empty ``iree_dylib_XXXXXX`` file in
+    ``TMPDIR`` each time it loads a module of system-library executables (the hook's, tune's candidates),
+    which would otherwise pile up in ``/tmp``."""
+    global _tools_temp
+    if _tools_temp is None:
+        _tools_temp = Path(tempfile.mkdtemp(prefix="tracelink-tools-"))
+        atexit.register(shutil.rmtree, _tools_temp, ignore_errors=True)
+    return _tools_temp
+
+
+_tools_temp: Path | None = None
+
+
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
     """Start a tool in its own session (so it survives no interrupt of tracelink: see :func:`stop_all_tools`),
-    watched by the guard."""
+    watched by the guard, with :func:`tools_temp_dir` as its ``TMPDIR``."""
+    popen_options["env"] = (popen_options.get("env") or os.environ) | {"TMPDIR": str(tools_temp_dir())}
     command, module = module_on_stdin(command) if popen_options.get("stdin") in (None, subprocess.DEVNULL) else (command, None)
     if module is not None:
         popen_options["stdin"] = module
@@ -213,6 +233,8 @@ def stop_on_sigterm() -> None:
 
     def stop(signal_number: int, frame: object) -> None:
         stop_all_tools()
+        if _tools_temp is not None:  # os._exit runs no atexit
+            shutil.rmtree(_tools_temp, ignore_errors=True)
         os._exit(128 + signal_number)
 
     signal.signal(signal.SIGTERM, stop)
