@@ -7,6 +7,7 @@ Each module in COMMANDS defines ``register(subparsers)``, which adds its subpars
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import signal
@@ -107,20 +108,26 @@ def print_error(text: str) -> None:
 
 
 def command() -> None:
-    """The ``tracelink`` command: :func:`main`, then exit with its status.
+    """The ``tracelink`` command: :func:`main`, then exit with its status, at once: with the output
+    flushed (and, unless interrupted, the exit handlers run), not through the interpreter's shutdown.
 
-    After an interrupt it exits at once, not through the interpreter's shutdown: with the interrupt
+    The shutdown frees every object one at a time: 0.2 s after profiling a 424-call-site model, with
+    everything already written. After an interrupt the exit handlers are skipped too: with the interrupt
     message printed, tracelink sometimes still ended as killed by SIGINT (exit -2, not 130; 5 of 240
     interrupts during the compile stage on a loaded machine, 0 of 180 exiting this way). Ignoring
     further SIGINTs did not change it, so it is not a late signal; CPython's exit kills the process with
     SIGINT when it recorded an unhandled KeyboardInterrupt, which we think an extension's evaluation of
-    Python code did. Nothing is left for the shutdown to do then: the tools are stopped, files closed."""
+    Python code did. Nothing is left for the shutdown to do then: the tools are stopped (the guard removes
+    their temporary directory), files closed."""
     status = main()
-    if status > 128:  # 128 + the signal: interrupted
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away, or a stream already closed
+            pass
+    if status <= 128:  # not interrupted
+        atexit._run_exitfuncs()
+    os._exit(status)
 
 
 if __name__ == "__main__":
