@@ -312,42 +312,43 @@ class InBackground(Generic[Result]):
         self._executor.shutdown(cancel_futures=True)
 
 
-class InChildProcess:
-    """Python work that writes files, forked into a child process so that it runs beside the caller's own
-    (one interpreter runs one thread at a time). Forked, the child starts at once and shares the
-    caller's data without copying it; it touches nothing but the files it writes (no console, no
-    tools). :meth:`wait` raises its failure, in one line."""
+class InChildProcess(Generic[Result]):
+    """Python work forked into a child process, so that it runs beside the caller's own (one interpreter
+    runs one thread at a time). Forked, the child starts at once and shares the caller's data without
+    copying it; it touches nothing but what it returns and the files it writes (no console, no tools).
+    :meth:`wait` returns what the work returned, or raises its failure in one line."""
 
-    def __init__(self, work: Callable[[], None], name: str) -> None:
+    def __init__(self, work: Callable[[], Result], name: str) -> None:
         context = multiprocessing.get_context("fork")
-        self._failure, sent = context.Pipe(duplex=False)
+        self._outcome, sent = context.Pipe(duplex=False)
         self._process = context.Process(target=report_to, args=(work, sent), name=name, daemon=True)
         self._process.start()
         sent.close()
 
-    def wait(self) -> None:
-        """Wait for the child; what it raised, or how it ended if it could not say, as a TracelinkError."""
+    def wait(self) -> Result:
+        """What the child's work returned; what it raised, or how it ended if it could not say, as a TracelinkError."""
         try:
-            failure = self._failure.recv()
+            failed, value = self._outcome.recv()
         except EOFError:  # killed before it could say
-            failure = None
+            failed, value = True, None
         self._process.join()
-        if failure is not None or self._process.exitcode != 0:
-            raise TracelinkError(failure or f"{self._process.name} ended with exit code {self._process.exitcode}")
+        if failed or self._process.exitcode != 0:
+            raise TracelinkError(value or f"{self._process.name} ended with exit code {self._process.exitcode}")
+        return value
 
     def cancel(self) -> None:
         self._process.kill()
         self._process.join()
 
 
-def report_to(work: Callable[[], None], sent) -> None:
-    """In a forked child: run ``work`` and send None, or the first line of what it raised."""
+def report_to(work: Callable[[], object], sent) -> None:
+    """In a forked child: run ``work`` and send (False, what it returned), or (True, the first line of what it raised)."""
     try:
-        work()
+        value = work()
     except BaseException as error:  # noqa: BLE001: everything the child raises is the parent's to report
-        sent.send(first_line(error) or type(error).__name__)
+        sent.send((True, first_line(error) or type(error).__name__))
         raise SystemExit(1) from None
-    sent.send(None)
+    sent.send((False, value))
 
 
 def reap_within(process: subprocess.Popen, timeout_s: float) -> int:

@@ -44,11 +44,16 @@ from tracelink.report.strategies import strategies_section
 from tracelink.report.summary_section import summary_section
 from tracelink.report.viewer_contract import viewer_data
 from tracelink.report.zones import runtime_section
+from tracelink.tools import InChildProcess
 
 ASSETS = ("report.css", "report.js")
 
 # Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
 PACK_BYTES = 200_000
+# From this many call sites on, their drill-downs (most of a big page's elements: 107,000 of 150,000 for
+# 606 call sites) are built by a forked child beside the rest of the page. Each is over 2 kB of markup,
+# so the templates are then packed whatever else they hold.
+DRILLS_APART_AT = 200
 
 
 def viewer_dir() -> Path:
@@ -92,12 +97,42 @@ def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
 def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     """The whole page: the sections, the panel and the templates, the viewer's data and assets inlined."""
     css, js = viewer_assets()
+    drills_apart = InChildProcess(lambda: drill_markup(model), "tracelink-drills") if len(model.call_sites) >= DRILLS_APART_AT else None
     root = el(None, "html", lang="en")
     head(root, model, css)
     body = el(root, "body")
     top_bar(body, model)
     main = el(body, "main")
     templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
+    try:
+        sections(main, model, layouts, templates)
+        el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
+        drill_panel(body)
+        if drills_apart is None:
+            for site in model.call_sites:
+                drill_template(templates, model, site)
+        for executable in model.executables.values():
+            executable_template(templates, model, executable)
+        viewer = viewer_data(model, layouts)
+        markup = lxml_html.tostring(templates, encoding="unicode", method="html")
+        if drills_apart is not None:  # the templates' order does not matter: the viewer finds each by its id
+            markup = markup.removesuffix("</div>") + drills_apart.wait() + "</div>"
+    except BaseException:
+        if drills_apart is not None:
+            drills_apart.cancel()
+        raise
+    if len(markup) > PACK_BYTES:
+        viewer["packed"] = packed(markup)
+        del templates[:]  # the viewer fills it back when unpacking
+    body.append(templates)
+    data = el(body, "script", type="application/json", id="tl-data")
+    data.text = json_for_script(viewer)
+    el(body, "script", None, js)
+    return root
+
+
+def sections(main, model: ReportModel, layouts: dict[str, GraphLayout], templates) -> None:
+    """The page's sections, in order; those with hidden parts put them in ``templates``."""
     summary_section(main, model)
     source_section(main, model, templates)
     flame_section(main, model)
@@ -108,22 +143,14 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     graph_section(main, model, layouts, templates)
     audit_section(main, model)
     glossary_section(main)
-    el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
-    drill_panel(body)
+
+
+def drill_markup(model: ReportModel) -> str:
+    """Every call site's drill-down template, as markup."""
+    holder = etree.Element("div")
     for site in model.call_sites:
-        drill_template(templates, model, site)
-    for executable in model.executables.values():
-        executable_template(templates, model, executable)
-    viewer = viewer_data(model, layouts)
-    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
-    if len(markup) > PACK_BYTES:
-        viewer["packed"] = packed(markup)
-        del templates[:]  # the viewer fills it back when unpacking
-    body.append(templates)
-    data = el(body, "script", type="application/json", id="tl-data")
-    data.text = json_for_script(viewer)
-    el(body, "script", None, js)
-    return root
+        drill_template(holder, model, site)
+    return "".join(lxml_html.tostring(template, encoding="unicode", method="html") for template in holder)
 
 
 def viewer_assets() -> tuple[str, str]:
