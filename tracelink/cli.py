@@ -126,6 +126,8 @@ def command() -> None:
         except (BrokenPipeError, ValueError):  # a reader that went away, or a stream already closed
             pass
     if status <= 128:  # not interrupted
+        if sys.getprofile() is not None or sys.gettrace() is not None:
+            sys.exit(status)  # a profiler or coverage of tracelink itself writes its results after this returns
         atexit._run_exitfuncs()
     os._exit(status)
 

@@ -37,10 +37,9 @@ from tracelink.frames import LIBRARY_FRAMES
 from tracelink.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
 from tracelink.function_profiles import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
-from tracelink.provenance_job import ProvenanceJob
-from tracelink.provenance.build import Provenance, phase_dump, written
+from tracelink.provenance_job import BuiltProvenance, ProvenanceJob
+from tracelink.provenance.build import Provenance, written
 from tracelink.provenance.graph import audit_of
-from tracelink.provenance.memory_plan import read_stream_plan
 from tracelink.provenance.program import InputProgram, read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.functions_page import build_functions_report
@@ -150,7 +149,8 @@ def profile_function(
     options, artifacts = job.options, out / "artifacts"
     started = time.perf_counter()
     with console.status("building the provenance graph"):
-        provenance, runtime_sizes = job.result().parts()
+        built_provenance = job.result()
+    provenance = built_provenance.provenance
     inputs = job.inputs()
     clock.stop("provenance", started)
     started = time.perf_counter()
@@ -163,7 +163,7 @@ def profile_function(
     try:
         started = time.perf_counter()
         device, machine = device_and_peaks(options, console)
-        run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, runtime_sizes, collected, artifacts)
+        run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
         result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
         clock.stop("aggregate", started)
         started = time.perf_counter()
@@ -171,7 +171,7 @@ def profile_function(
         side_files = InChildProcess(lambda: write_side_files(result), "tracelink-trace")
         try:
             with console.status("measuring memory (one call)"):
-                memory = memory_of(read_memory_events(memory_run.result()), compiled, entry, provenance, options)
+                memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
             result.summary["memory"], result.memory_lines, result.memory_components = memory
             publish_profile(result, console)
             side_files.wait()
@@ -254,12 +254,10 @@ def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions
         raise
 
 
-def memory_of(capture: MemoryCapture, compiled: CompileResult, entry: str, provenance: Provenance,
-              options: ProfileOptions) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-    """profile.json's ``memory``, memory_lines and memory_components of one call of ``entry``."""
-    plan = read_stream_plan(phase_dump(compiled.phases, "stream"), entry)
-    run_sites = [(site.index, site.export) for site in provenance.call_sites if site.phase == "run"]
-    return memory_tables(capture, plan, provenance.graph, run_sites, options.library_frames)
+def memory_of(capture: MemoryCapture, built: BuiltProvenance, options: ProfileOptions) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """profile.json's ``memory``, memory_lines and memory_components of one call."""
+    run_sites = [(site.index, site.export) for site in built.provenance.call_sites if site.phase == "run"]
+    return memory_tables(capture, built.stream_plan, built.provenance.graph, run_sites, options.library_frames)
 
 
 def device_and_peaks(options: ProfileOptions, console: Console) -> tuple[dict[str, str], Machine]:

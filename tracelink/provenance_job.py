@@ -22,6 +22,7 @@ from tracelink.errors import TracelinkError
 from tracelink.options import ProfileOptions
 from tracelink.provenance.build import Provenance, build_provenance, phase_dump
 from tracelink.provenance.graph import write_graph
+from tracelink.provenance.memory_plan import StreamPlan, read_stream_plan
 from tracelink.provenance.program import InputProgram
 from tracelink.report.model import MAX_PROGRAM_BYTES
 from tracelink.report.textmap import program_text_ops
@@ -30,14 +31,13 @@ from tracelink.tools import InBackground
 
 @dataclass
 class BuiltProvenance:
-    """The job's result: the graph, and what profile.json says of the hooked call that fixed sizes the
-    inputs' shapes did not (None when none was needed)."""
+    """The job's result: the graph, what profile.json says of the hooked call that fixed sizes the
+    inputs' shapes did not (None when none was needed), and where the call's tensors live (the stream
+    phase's plan, which the memory tables read)."""
 
     provenance: Provenance
     runtime_sizes: dict | None
-
-    def parts(self) -> tuple[Provenance, dict | None]:
-        return self.provenance, self.runtime_sizes
+    stream_plan: StreamPlan
 
 
 class ProvenanceJob:
@@ -94,7 +94,8 @@ class ProvenanceJob:
                  if options.hooked_sizes else None)
         provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
         write_graph(provenance.graph, self.out / "provenance.graphml", self.out / "provenance.json")
-        return BuiltProvenance(provenance, (sizes.summary or None) if sizes is not None else None)
+        plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)  # whole once "hal" was
+        return BuiltProvenance(provenance, (sizes.summary or None) if sizes is not None else None, plan)
 
 
 def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
