@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 from lxml import html as lxml_html
-from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
 from tests.test_json_output import validated
@@ -42,6 +41,7 @@ from tracelink.tune.schedule import TaskProgress, expected_gain, next_task
 from tracelink.tune.space import SpaceOptions, TileSpace
 from tracelink.tune.spec import Choice, check_applied, write_configurations, write_spec, write_tuning
 from tracelink.tune.tuners import make_tuner, search
+from tracelink.tune.tuners.loop import no_report
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
 TARGET = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -286,6 +286,10 @@ def test_tune_writes_a_spec_that_applies_to_the_whole_program(work, tuned):
     assert all(row["verification"] == "ok" for row in rows)
     summary = list(csv.DictReader((base / "tune" / "summary.csv").open()))
     assert summary[0]["selected"] == "True" and float(summary[0]["ci_low"]) > 1
+    # both are views of the record log: a tile record per trial, a dispatch record per summary row
+    records = [json.loads(line) for line in (base / "tune" / "records.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in records if r["kind"] == "tile"] == [int(row["trial"]) for row in rows]
+    assert [(r["export"], r["selected"]) for r in records if r["kind"] == "dispatch"] == [(summary[0]["export"], True)]
     chosen = config_fields(ir.Attribute.parse(summary[0]["configuration"], ir.Context()))
     # compile the whole program with the spec: the configured dump carries the chosen config
     dump = work["root"] / "with_spec"
@@ -674,7 +678,7 @@ def test_a_config_that_loses_inside_the_program_is_rejected(work, tmp_path):
     assert missed == []
     config = TuneConfig()
     config.select.validate_rounds = 3
-    kept = validate_in_program(profile, [choice], [outcome], tmp_path, config, Console(quiet=True), vmfb)
+    kept = validate_in_program(profile, [choice], [outcome], tmp_path, config, no_report, vmfb)
     assert kept == [] and not outcome.selected
     assert outcome.program_speedup < 1 and outcome.program_ci_low < 1
     assert "inside the program" in outcome.note
@@ -753,6 +757,8 @@ def test_trials_follow_the_share_and_the_tuning_is_weighed_against_the_best_flag
     assert trials[big.export] > trials[next(e for e in trials if e != big.export)], trials
     schedule = list(csv.DictReader((base / "tune" / "schedule.csv").open()))
     assert len(schedule) == 3 and schedule[2]["dispatch"] == big.export
+    records = [json.loads(line) for line in (base / "tune" / "records.jsonl").read_text().splitlines()]
+    assert [r["dispatch"] for r in records if r["kind"] == "round"] == [row["dispatch"] for row in schedule]
     # the decision follows the rounds' own numbers: the best significant flag baseline, then the faster
     # of tuning+flags and tuning alone over it when its interval lies above 1, else the flags
     whole = document["whole_program"]
@@ -798,6 +804,8 @@ def test_when_nothing_is_tuned_the_flag_baselines_are_timed_and_reported(tmp_pat
     assert whole["best"] == (max(faster, key=faster.get) if faster else None)
     assert ("use it: tracelink profile" in done.stderr) == bool(faster)
     assert json.loads((base / "tune" / "program_check.json").read_text()) == whole
+    records = [json.loads(line) for line in (base / "tune" / "records.jsonl").read_text().splitlines()]
+    assert [r["check"] for r in records if r["kind"] == "program_check"] == [whole]  # the file is its view
 
 
 def test_data_tiling_composes_with_a_tuned_reduction_not_with_a_tuned_contraction(work, tmp_path):

@@ -20,8 +20,9 @@ from tests.conftest import EXAMPLES, run_profile
 from tests.vit_model import vit_source
 from tracelink.profile_dir import load_profile
 from tracelink.tune.per_line import per_line_rows
-from tracelink.tune.strategy import Budget, StrategySearch
+from tracelink.tune.strategy import StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags
+from tracelink.tune.tuners.loop import Budget
 from tracelink.tune_command import _profile_builder
 
 
@@ -38,7 +39,7 @@ def searched(tmp_path_factory) -> tuple[StrategySearch, Path]:
     # 5 first rounds, not 3: on a loaded machine 3 rounds twice read data tiling alone as faster than the
     # decomposition, and the combination was never built
     options = StrategyOptions(only=["decompose-attention", "data-tiling"], compose=False, first_rounds=5)
-    search = StrategySearch(load_profile(base), options, Budget(900.0), Console(stderr=True), 600.0, resume=False)
+    search = StrategySearch(load_profile(base), options, Budget.of_seconds(900.0), 600.0, resume=False)
     search.run()
     return search, model
 
@@ -70,6 +71,6 @@ def test_attention_line_is_one_row_of_the_per_line_table(searched, tmp_path):
 
 def test_programs_without_attention_do_not_search_it(tmp_path):
     profile = run_profile(EXAMPLES / "mlp.mlir", tmp_path / "mlp")
-    search = StrategySearch(profile, StrategyOptions(), Budget(60.0), Console(stderr=True), 600.0, resume=False)
+    search = StrategySearch(profile, StrategyOptions(), Budget.of_seconds(60.0), 600.0, resume=False)
     names = {candidate.name for candidate in search.result.candidates}
     assert "data-tiling" in names and "decompose-attention" not in names

@@ -1,11 +1,14 @@
-"""The tune record (tracelink/aggregate/tune_record.py): the record log tune appends to, the strategies.json
-view derived from it, the report's lenient reader of that view and --resume's strict reader of the log."""
+"""The tune record (tracelink/aggregate/tune_record.py): the record log tune appends to, the views derived
+from it (strategies.json, trials.csv, schedule.csv, summary.csv, program_check.json), the report's
+lenient reader of strategies.json and the strict reader of the log (--resume and every view)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from tracelink.aggregate.tune_record import (RECORDS_FILE, STRATEGIES_FILE, STRATEGY_KINDS, RecordLog, read_strategies,
+from tracelink.aggregate.tune_record import (RECORDS_FILE, STRATEGIES_FILE, STRATEGY_KINDS, TILE_KINDS, RecordLog, read_strategies,
                                              resumed_strategies, strategies_view, write_strategies)
 from tracelink.errors import TracelinkError
 
@@ -59,3 +62,78 @@ def test_a_damaged_view_is_a_warning_for_the_report_and_a_damaged_log_an_error_f
     (tmp_path / RECORDS_FILE).write_text("[1, 2]\n")
     with pytest.raises(TracelinkError, match="not a record of tune's log"):
         RecordLog(tmp_path, STRATEGY_KINDS, True)
+
+
+TILE = {"dispatch": "d0", "trial": 1, "tuner": "xgb", "configuration": "#config", "knobs": '{"vector_m": 8}',
+        "runtime_ms": 1.5, "ci_low_ms": 1.4, "ci_high_ms": 1.6, "gflops": 20.0, "verification": "ok", "error": "",
+        "compile_s": 2.0, "samples_ms": "[1.5, 1.4]"}
+ROUND = {"round": 1, "dispatch": "d0", "share": 0.9, "score": None, "trials": 8, "best_ms": 1.5}
+DISPATCH = {"export": "d0", "share": 0.9, "space_size": 12, "trials": 8, "failed": 0, "default_ms": 3.0, "best_ms": 1.5,
+            "speedup": 2.0, "ci_low": 1.8, "ci_high": 2.2, "configuration": "#config", "selected": True,
+            "program_speedup": float("nan"), "program_ci_low": None, "program_ci_high": None, "shared_with": "", "note": ""}
+
+
+def tile_search(directory, resume: bool, *records: dict) -> RecordLog:
+    """A tile search's records, as trial_log.TrialLog appends them."""
+    log = RecordLog(directory, TILE_KINDS, resume)
+    log.append([{"kind": "tiles"}, *records])
+    return log
+
+
+def test_the_tile_views_are_derived_from_the_log_and_show_the_latest_tile_search(tmp_path):
+    import csv
+    import json
+
+    tile_search(tmp_path, False, {"kind": "tile", **TILE}, {"kind": "round", **ROUND}, {"kind": "dispatch", **DISPATCH},
+                {"kind": "program_check", "check": {"tuned": False, "baselines": {}, "speedup": float("nan")}})
+    tune = tmp_path / "tune"
+    assert [row["trial"] for row in csv.DictReader((tune / "trials.csv").open())] == ["1"]
+    assert list(csv.DictReader((tune / "schedule.csv").open())) == [
+        {"round": "1", "dispatch": "d0", "share": "0.9", "score": "", "trials": "8", "best_ms": "1.5"}]
+    [summary] = csv.DictReader((tune / "summary.csv").open())
+    assert summary["selected"] == "True" and summary["speedup"] == "2.0" and summary["program_speedup"] == ""
+    assert json.loads((tune / "program_check.json").read_text()) == {"tuned": False, "baselines": {}, "speedup": None}
+    assert not (tune / "strategies.json").exists()  # no strategy search in the log
+    # a resumed search: trials.csv keeps every trial, the other views are of the latest search only
+    tile_search(tmp_path, True, {"kind": "tile", **TILE, "trial": 2}, {"kind": "round", **ROUND, "round": 1})
+    assert [row["trial"] for row in csv.DictReader((tune / "trials.csv").open())] == ["1", "2"]
+    assert len(list(csv.DictReader((tune / "schedule.csv").open()))) == 1
+    assert not (tune / "summary.csv").exists() and not (tune / "program_check.json").exists()
+    # a fresh tile search starts without the tile records and keeps a strategy search's
+    search(tmp_path, True, {"kind": "strategy", **IM2COL})
+    log = RecordLog(tmp_path, TILE_KINDS, False)
+    assert [r["kind"] for r in log.records] == ["strategies", "strategy"] and (tune / "strategies.json").is_file()
+    assert not (tune / "trials.csv").exists() and not (tune / "schedule.csv").exists()
+
+
+def test_what_tune_writes_is_a_record_of_the_schema():
+    from tracelink.aggregate.tune_record import DISPATCH_FIELDS, TILE_FIELDS
+    from tracelink.tune.measure import Trial
+    from tracelink.tune.targets import Outcome
+
+    assert list(Trial("d0", 0, "default", {}, "", "ok").row()) == list(TILE_FIELDS)
+    assert list(Outcome("d0", 1.0).row()) == list(DISPATCH_FIELDS)
+
+
+@pytest.mark.parametrize("record, problem", [
+    ({"kind": "tile", **TILE, "trial": "1"}, "a tile record whose trial is not an integer"),
+    ({"kind": "tile", **TILE, "knobs": "vector_m=8"}, "a tile record whose knobs is not a JSON object as text"),
+    ({"kind": "round", **ROUND, "best_ms": "fast"}, "a round record whose best_ms is not a finite number or null"),
+    ({"kind": "dispatch", **DISPATCH, "selected": "True"}, "a dispatch record whose selected is not true or false"),
+    ({"kind": "program_check", "check": [1]}, "a program_check record whose check is not an object"),
+    ({"kind": "dispatch", "export": "d0"}, "a dispatch record whose share is not a finite number or null"),
+    ({"kind": "trial", **TILE}, "not a record of tune's log (kind 'trial')"),
+])
+def test_a_record_off_the_schema_is_one_line_naming_the_file_and_line(tmp_path, record, problem):
+    import json
+
+    tile_search(tmp_path, False, {"kind": "tile", **TILE})
+    path = tmp_path / RECORDS_FILE
+    path.write_text(path.read_text() + json.dumps(record) + "\n")
+    with pytest.raises(TracelinkError) as raised:
+        RecordLog(tmp_path, TILE_KINDS, True)
+    assert str(raised.value) == f"{path}:3: {problem}; move the file away to start afresh"
+    path.unlink()
+    with pytest.raises(TracelinkError, match=re.escape(f"refused to write {problem}")):  # and it is never written
+        RecordLog(tmp_path, TILE_KINDS, False).append([record])
+    assert path.read_text() == ""

@@ -39,8 +39,9 @@ from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 from tracelink.aggregate.tune_record import STATUSES
 from tracelink.tune.outputs import outputs_agree
 from tracelink.tune.per_line import per_line_rows
-from tracelink.tune.strategy import Budget, SearchResult, StrategySearch
+from tracelink.tune.strategy import SearchResult, StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags
+from tracelink.tune.tuners.loop import Budget
 from tracelink.tune_command import _profile_builder, apply_command
 
 TRACELINK = [sys.executable, "-m", "tracelink.cli"]
@@ -262,7 +263,7 @@ def test_the_halving_tuner_races_singles_then_combinations_of_the_best_then_fina
     # candidates by hand here, as the search writes them after timing.
     from tracelink.tune.strategy_space import OPTIONS, Candidate, StrategyOptions
     from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner
-    from tracelink.tune.tuners.loop import drive
+    from tracelink.tune.tuners.loop import tune
 
     ratios = {"im2col": 3.0, "channels-last": 2.0, "data-tiling": 1.1, "ukernels": 0.9, "im2col+data-tiling": 3.5}
     tuner = HalvingTuner([Candidate(option) for option in OPTIONS[:4]], StrategyOptions(keep=2, finalists=2))
@@ -277,7 +278,7 @@ def test_the_halving_tuner_races_singles_then_combinations_of_the_best_then_fina
                 candidate.ci, candidate.status = [ratio - 0.05, ratio + 0.05], "faster" if ratio > 1.05 else "not faster"
         return [None] * len(batch)
 
-    drive(tuner, measure, 1)
+    assert tune(tuner, measure) == "done"
     assert [race.stage for race in races] == [1, 2, FINAL_STAGE] and not tuner.has_next()
     assert [c.name for c in races[1].also] == ["im2col", "channels-last"]  # the faster half, at most keep
     assert "im2col+data-tiling" in {c.name for c in races[1].build}
@@ -316,7 +317,7 @@ def composed_search(tuned, tmp_path, *strategies: str) -> tuple[StrategySearch, 
     base = tmp_path / "base"
     shutil.copytree(tuned["base"], base, symlinks=True)  # the search writes its table there
     search = StrategySearch(load_profile(base), StrategyOptions(only=["im2col", *strategies], compose_rounds=3),
-                            Budget(1200.0), Console(stderr=True), 600.0, resume=True)
+                            Budget.of_seconds(1200.0), 600.0, resume=True)
     winner, *others = search.result.candidates[:1 + len(strategies)]
     assert winner.name == "im2col" and search._resumed(winner) and winner.vmfb is not None
     for candidate in others:

@@ -1,4 +1,4 @@
-"""`tracelink tune`: argument parsing and printing only (the work is in tune/run)."""
+"""`tracelink tune`: argument parsing and printing only (the work is in tune/session and below)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ def _positive(value: int | None, flag: str) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
+    from tracelink.aggregate.tune_record import TRIALS_FILE
     from tracelink.textsafe import TerminalConsole
 
     config = _config(args)
@@ -85,7 +86,7 @@ def run_tune(args: argparse.Namespace) -> int:
     _print_outcomes(out, session.outcomes)
     if session.tile_note:
         out.print(session.tile_note, markup=False, soft_wrap=True)
-    trials = session.tuned_profile.directory / "tune" / "trials.csv"
+    trials = session.tuned_profile.directory / TRIALS_FILE
     # What the user profiled (an .onnx or model.py:make), which the lines below profile again, not its
     # import; a per-op composition that won is a rewritten program of its own
     program = profiled_program(profile, session.strategy_program())
@@ -137,6 +138,7 @@ def _config(args: argparse.Namespace) -> TuneConfig:
 
 def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tuple[Profile, Session]:
     """Load the profile and run the whole tune session on it, under the profile's lock."""
+    from tracelink.aggregate.tune_record import RECORDS_FILE
     from tracelink.profile_dir import load_profile
     from tracelink.tune.session import tune_session
 
@@ -148,7 +150,7 @@ def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tup
             return profile, tune_session(profile, config, args.dispatch, args.resume, args.output, console,
                                          _profile_builder(profile, console))
     except KeyboardInterrupt:
-        console.print(f"interrupted: what was measured is kept in {args.profile / 'tune' / 'records.jsonl'} "
+        console.print(f"interrupted: what was measured is kept in {args.profile / RECORDS_FILE} "
                       "(continue with --resume)", markup=False)
         raise
 

@@ -6,15 +6,27 @@ interrupt keeps every finished trial) and reads it back for ``--resume``; the st
 loader and the report read, as untrusted input. It sits in ``aggregate`` so that those readers need not
 import ``tune``, a later stage.
 
-Records (``kind``):
+Records (``kind``), each checked field by field when the log is read (:data:`FIELDS`; a record off it
+is a one-line error naming the file and line) and when it is written:
 
 - ``strategies``: the start of a strategy search, ``{"kind", "base_flags": [str]}``;
 - ``strategy``: what was measured of one strategy (its build and output check, then each race), as in
   the ``strategies`` entries below; ``{"kind", "name", "removed": true}`` drops a candidate the search
   proposed and then left out (a per-op composition that rewrote nothing);
 - ``per_line``: one row of ``per_line`` below;
-- ``tile``: one measured tile configuration of a dispatch (the columns of ``trials.csv``,
-  :mod:`tracelink.tune.trial_log`).
+- ``tiles``: the start of a tile search, ``{"kind"}``;
+- ``tile``: one measured tile configuration of a dispatch (the columns of ``trials.csv``);
+- ``round``: one round of the tile search's task scheduler (the columns of ``schedule.csv``);
+- ``dispatch``: what tuning one dispatch found (the columns of ``summary.csv``), written when the
+  tile search and its checks end (an error or an interrupt included);
+- ``program_check``: the whole-program check of the tuning, or of the flag baselines alone when no
+  config was kept, ``{"kind", "check": {...}}`` (``program_check.json``).
+
+The views, each derived from the log in one place (:meth:`RecordLog.write_views`, after every append;
+a view whose records the log lacks is removed): ``trials.csv`` (every ``tile`` record), and of the
+latest tile search ``schedule.csv`` (its rounds), ``summary.csv`` (its dispatches; the report's gains
+read it) and ``program_check.json`` (its latest check); ``strategies.json`` of the latest strategy
+search (below).
 
 ``strategies.json`` (schema 1) is the latest strategy search's records: each strategy's latest record,
 in the order they were first proposed, and that search's per-line rows::
@@ -37,6 +49,7 @@ strategy's profile against the base by source location (``ratio`` = base time / 
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import sys
@@ -44,14 +57,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from tracelink.atomic import make_directory, open_for_writing, write_text_atomic
+from tracelink.atomic import make_directory, open_for_writing, remove_path, write_atomic, write_text_atomic
 from tracelink.errors import TracelinkError
 
-STRATEGIES_FILE = Path("tune") / "strategies.json"
 RECORDS_FILE = Path("tune") / "records.jsonl"
+STRATEGIES_FILE = Path("tune") / "strategies.json"
+TRIALS_FILE = Path("tune") / "trials.csv"
+SCHEDULE_FILE = Path("tune") / "schedule.csv"
+SUMMARY_FILE = Path("tune") / "summary.csv"
+CHECK_FILE = Path("tune") / "program_check.json"
 STRATEGY_KINDS = ("strategies", "strategy", "per_line")  # the strategy search's records
+TILE_KINDS = ("tiles", "tile", "round", "dispatch", "program_check")  # the tile search's records
 SCHEMA = 1
 STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
 MAX_FILE_BYTES = 64_000_000
@@ -196,12 +215,9 @@ def read_strategies(directory: Path, warn: Callable[[str], None] = warn_on_stder
 
 def resumed_strategies(log: RecordLog) -> dict[str, Strategy]:
     """What earlier strategy searches in the log measured of each strategy (its latest record), for
-    ``--resume``; a record off the schema is an error, since resuming from it would misread it."""
-    try:
-        return {name: _strategy({key: value for key, value in record.items() if key != "kind"}, index)
-                for index, (name, record) in enumerate(latest_strategies(log.records).items())}
-    except BadStrategies as error:
-        raise TracelinkError(f"{log.path}: a strategy record off the schema ({error}); move the file away to start afresh") from None
+    ``--resume`` (the log's records are checked as it is read)."""
+    return {name: _strategy({key: value for key, value in record.items() if key != "kind"}, index)
+            for index, (name, record) in enumerate(latest_strategies(log.records).items())}
 
 
 def strategies_document(base_flags: list[str], strategies: list[dict], per_line: list[dict]) -> dict:
@@ -216,40 +232,137 @@ def write_strategies(directory: Path, document: dict) -> Path:
     return write_text_atomic(path, json.dumps(document, indent=2, allow_nan=False))
 
 
+# The record log ------------------------------------------------------------------------------------
+
+Field = tuple[Callable[[object], bool], str]  # a check of a value, and what it should be
+
+
+def _json_text(value: object, kind: type) -> bool:
+    try:
+        return isinstance(value, str) and isinstance(json.loads(value), kind)
+    except (ValueError, RecursionError):
+        return False
+
+
+TEXT: Field = (lambda v: isinstance(v, str) and len(v) <= 1_000_000, "a string")
+INT: Field = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+NUMBER: Field = (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
+                 "a finite number or null")
+FLAG: Field = (lambda v: isinstance(v, bool), "true or false")
+OBJECT: Field = (lambda v: isinstance(v, dict), "an object")
+TEXTS: Field = (lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v), "a list of strings")
+KNOBS: Field = (lambda v: _json_text(v, dict), "a JSON object as text")
+SAMPLES: Field = (lambda v: v == "" or _json_text(v, list), "a JSON list as text, or empty")
+
+TILE_FIELDS = {"dispatch": TEXT, "trial": INT, "tuner": TEXT, "configuration": TEXT, "knobs": KNOBS, "runtime_ms": NUMBER,
+               "ci_low_ms": NUMBER, "ci_high_ms": NUMBER, "gflops": NUMBER, "verification": TEXT, "error": TEXT,
+               "compile_s": NUMBER, "samples_ms": SAMPLES}
+ROUND_FIELDS = {"round": INT, "dispatch": TEXT, "share": NUMBER, "score": NUMBER, "trials": INT, "best_ms": NUMBER}
+DISPATCH_FIELDS = {"export": TEXT, "share": NUMBER, "space_size": INT, "trials": INT, "failed": INT, "default_ms": NUMBER,
+                   "best_ms": NUMBER, "speedup": NUMBER, "ci_low": NUMBER, "ci_high": NUMBER, "configuration": TEXT,
+                   "selected": FLAG, "program_speedup": NUMBER, "program_ci_low": NUMBER, "program_ci_high": NUMBER,
+                   "shared_with": TEXT, "note": TEXT}
+PER_LINE_FIELDS = {"file": TEXT, "line": INT, "op_kind": TEXT, "strategy": TEXT, "base_ns": NUMBER, "strategy_ns": NUMBER,
+                   "ratio": NUMBER}
+# Every kind's fields (a ``strategy`` record is checked as a ``strategies.json`` entry, or is a removal)
+FIELDS: dict[str, dict[str, Field]] = {
+    "strategies": {"base_flags": TEXTS}, "strategy": {"name": TEXT}, "per_line": PER_LINE_FIELDS, "tiles": {},
+    "tile": TILE_FIELDS, "round": ROUND_FIELDS, "dispatch": DISPATCH_FIELDS, "program_check": {"check": OBJECT},
+}
+
+
+def record_problem(record: object) -> str | None:
+    """What makes ``record`` not a record of the log (None: it is one)."""
+    if not isinstance(record, dict) or record.get("kind") not in FIELDS:
+        kind = record.get("kind") if isinstance(record, dict) else None
+        return f"not a record of tune's log (kind {kind!r})" if isinstance(kind, str) else "not a record of tune's log"
+    for name, (check, expected) in FIELDS[record["kind"]].items():
+        if name not in record or not check(record[name]):
+            return f"a {record['kind']} record whose {name} is not {expected}"
+    if record["kind"] == "strategy" and not record.get("removed"):
+        try:
+            _strategy({key: value for key, value in record.items() if key != "kind"}, 0)
+        except BadStrategies as error:
+            return f"a strategy record off the schema ({str(error).removeprefix('strategies[0]').lstrip('.')})"
+    return None
+
+
 class RecordLog:
     """tune's record log (the module's docstring): read when opened, appended to and flushed as trials
-    are measured. Opened for a search with ``kinds``, its own records: a fresh search (``resume`` false)
-    starts without them, keeping the other search's."""
+    are measured, its views written after every change. Opened for a search with ``kinds``, its own
+    records: a fresh search (``resume`` false) starts without them, keeping the other search's."""
 
     def __init__(self, directory: Path, kinds: tuple[str, ...], resume: bool):
-        self.path = Path(directory) / RECORDS_FILE
+        self.directory = Path(directory)
+        self.path = self.directory / RECORDS_FILE
         make_directory(self.path.parent)
         self.records = read_records(self.path) if self.path.is_file() else []
         if not resume or not self.path.is_file():
             self.records = [record for record in self.records if record["kind"] not in kinds]
             write_text_atomic(self.path, "".join(record_line(record) for record in self.records))
+        self.write_views()
 
     def of_kind(self, *kinds: str) -> list[dict]:
         return [record for record in self.records if record["kind"] in kinds]
 
     def append(self, records: list[dict]) -> None:
-        records = [finite(record) for record in records]  # held as they read back
+        records = [plain(record) for record in records]  # held as they read back
+        for record in records:
+            if (problem := record_problem(record)) is not None:
+                raise TracelinkError(f"{self.path}: refused to write {problem}")
         with open_for_writing(self.path, "a") as out:
             out.write("".join(record_line(record) for record in records))
         self.records += records
+        self.write_views()
+
+    def write_views(self) -> None:
+        """Every file derived from the log, in one place (the module's docstring); a view whose records
+        the log lacks is removed."""
+        tiles = session(self.records, "tiles")
+        checks = [record["check"] for record in tiles if record["kind"] == "program_check"]
+        self._table(TRIALS_FILE, TILE_FIELDS, self.of_kind("tile") if any(r["kind"] == "tiles" for r in self.records) else None)
+        self._table(SCHEDULE_FILE, ROUND_FIELDS, [record for record in tiles if record["kind"] == "round"] or None)
+        self._table(SUMMARY_FILE, DISPATCH_FIELDS, [record for record in tiles if record["kind"] == "dispatch"] or None)
+        self._view(CHECK_FILE, (lambda path: write_text_atomic(path, json.dumps(checks[-1], indent=2))) if checks else None)
+        started = any(record["kind"] == "strategies" for record in self.records)
+        self._view(STRATEGIES_FILE, (lambda path: write_strategies(self.directory, strategies_view(self))) if started else None)
+
+    def _table(self, file: Path, columns: dict[str, Field], records: list[dict] | None) -> None:
+        def write(temporary: Path) -> None:
+            with temporary.open("w", newline="") as out:
+                writer = csv.DictWriter(out, list(columns), extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(records)
+
+        self._view(file, None if records is None else lambda path: write_atomic(path, write))
+
+    def _view(self, file: Path, write: Callable[[Path], object] | None) -> None:
+        path = self.directory / file
+        if write is not None:
+            write(path)
+        elif path.exists() or path.is_symlink():
+            remove_path(path, self.directory)
 
 
-def finite(record: dict) -> dict:
-    """``record`` with a NaN or infinite number (a failed trial's time) as None (JSON's null)."""
-    return {key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in record.items()}
+def plain(value: object) -> object:
+    """``value`` as JSON holds it: a NaN or infinite number (a failed trial's time) as None (null), a
+    numpy scalar as Python's, through lists and objects."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def record_line(record: dict) -> str:
-    return json.dumps(finite(record), allow_nan=False) + "\n"
+    return json.dumps(plain(record), allow_nan=False) + "\n"
 
 
 def read_records(path: Path) -> list[dict]:
-    """The records of a log; a last line cut by an interrupt is dropped (its trial runs again)."""
+    """The records of a log, each checked (:func:`record_problem`); a last line cut by an interrupt is
+    dropped (its trial runs again)."""
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         with path.open("r+b") as handle:  # appends must start on a fresh line
@@ -265,10 +378,16 @@ def read_records(path: Path) -> list[dict]:
             record = json.loads(line)
         except (ValueError, RecursionError):
             record = None
-        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-            raise TracelinkError(f"{path}:{number}: not a record of tune's log; move the file away to start afresh")
+        if (problem := record_problem(record)) is not None:
+            raise TracelinkError(f"{path}:{number}: {problem}; move the file away to start afresh")
         records.append(record)
     return records
+
+
+def session(records: list[dict], start: str) -> list[dict]:
+    """The records from the latest ``start`` record on (a search's records follow its start)."""
+    starts = [index for index, record in enumerate(records) if record["kind"] == start]
+    return records[starts[-1]:] if starts else []
 
 
 def latest_strategies(records: list[dict]) -> dict[str, dict]:
@@ -282,8 +401,7 @@ def latest_strategies(records: list[dict]) -> dict[str, dict]:
 
 def strategies_view(log: RecordLog) -> dict:
     """``strategies.json`` of the latest strategy search in the log."""
-    starts = [index for index, record in enumerate(log.records) if record["kind"] == "strategies"]
-    session = log.records[starts[-1]:] if starts else []
-    entries = [{key: value for key, value in record.items() if key != "kind"} for record in latest_strategies(session).values()]
-    rows = [{key: value for key, value in record.items() if key != "kind"} for record in session if record["kind"] == "per_line"]
-    return strategies_document(session[0]["base_flags"] if session else [], entries, rows)
+    records = session(log.records, "strategies")
+    entries = [{key: value for key, value in record.items() if key != "kind"} for record in latest_strategies(records).values()]
+    rows = [{key: value for key, value in record.items() if key != "kind"} for record in records if record["kind"] == "per_line"]
+    return strategies_document(records[0]["base_flags"] if records else [], entries, rows)

@@ -1,14 +1,14 @@
 """Build, verify and time candidates with the real IREE tools.
 
-Candidates are written and compiled by ``iree-compile`` in a process pool sized to the machine (with a
-rich progress bar); each built candidate is then, one at a time so timings do not disturb each other,
-run once through ``tracelink_run`` with ``iree-run-module`` on seeded inputs and compared with the
-default config's outputs, and only when it matches timed with ``iree-benchmark-module`` running
-``tracelink_run`` on the same inputs (never on uninitialized memory; repetitions; median and a
-distribution-free 95% confidence interval; a timeout relative to the default's run time). A timing
-faster than the machine can compute (above the measured peak, see ``peak``) is rejected as invalid.
-A candidate that fails to compile, crashes, times out, computes something else or runs impossibly
-fast is recorded as failed and is never chosen.
+Candidates are written and compiled by ``iree-compile`` in a process pool sized to the machine (each
+step reported to the caller's ``report``, the loop's progress callback); each built candidate is then,
+one at a time so timings do not disturb each other, run once through ``tracelink_run`` with
+``iree-run-module`` on seeded inputs and compared with the default config's outputs, and only when it
+matches timed with ``iree-benchmark-module`` running ``tracelink_run`` on the same inputs (never on
+uninitialized memory; repetitions; median and a distribution-free 95% confidence interval; a timeout
+relative to the default's run time). A timing faster than the machine can compute (above the measured
+peak, see ``peak``) is rejected as invalid. A candidate that fails to compile, crashes, times out,
+computes something else or runs impossibly fast is recorded as failed and is never chosen.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command, run_module_command
 from tracelink.errors import TracelinkError
@@ -35,7 +33,7 @@ from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
 from tracelink.collect.machine import machine_cores, machine_peaks
-from tracelink.textsafe import TerminalConsole
+from tracelink.tune.tuners.loop import Report, no_report
 
 OK = "ok"
 FAILED_STATES = ("mismatch", "compile_error", "run_error", "timeout", "above_peak")
@@ -220,13 +218,11 @@ def run_benchmark(
 class Measurer:
     """Measures configurations of one dispatch against its default config."""
 
-    def __init__(self, dispatch: Dispatch, workdir: Path, options: MeasureOptions, pool: ProcessPoolExecutor,
-                 console: Console | None = None):
+    def __init__(self, dispatch: Dispatch, workdir: Path, options: MeasureOptions, pool: ProcessPoolExecutor):
         self.dispatch = dispatch
         self.workdir = Path(workdir)
         self.options = options
         self.pool = pool
-        self.console = console or TerminalConsole(stderr=True)
         self.candidates = self.workdir / "candidates"
         self.digest = hashlib.sha1(Path(dispatch.benchmark).read_bytes()).hexdigest()
         self.inputs = harness.write_inputs(dispatch, self.workdir / "inputs")
@@ -249,7 +245,7 @@ class Measurer:
         name = candidate_id(configuration, self.digest)
         return self.candidates / f"{name}.mlir", self.candidates / f"{name}.vmfb"
 
-    def build_all(self, jobs: list[tuple[str, dict | None]], progress: Progress | None = None) -> dict[str, tuple[str, float]]:
+    def build_all(self, jobs: list[tuple[str, dict | None]], report: Report = no_report) -> dict[str, tuple[str, float]]:
         """Compile (configuration, fields) pairs in the pool; configuration -> (error, seconds)."""
         make_directory(self.candidates)
         futures: dict[Future, str] = {}
@@ -262,26 +258,22 @@ class Measurer:
             future = self.pool.submit(build, str(self.dispatch.benchmark), fields, str(source), str(vmfb),
                                       self.options.compile_timeout_seconds)
             futures[future] = configuration
-        task = progress.add_task(f"compile {self.dispatch.export}", total=len(futures)) if progress and futures else None
         try:
-            for future in list(futures):
+            for done, future in enumerate(list(futures)):
+                report(f"compile {self.dispatch.export}", done, len(futures))
                 results[futures[future]] = future.result()
-                if task is not None:
-                    progress.advance(task)
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
-        finally:
-            if task is not None:
-                progress.remove_task(task)
         return results
 
     # -- the default ----------------------------------------------------------------------------
-    def measure_default(self, progress: Progress | None = None) -> Trial:
+    def measure_default(self, report: Report = no_report) -> Trial:
         """Build and time the default config, save its outputs as the reference, calibrate."""
         configuration = self.dispatch.default_config_text
-        error, seconds = self.build_all([(configuration, None)], progress)[configuration]
+        error, seconds = self.build_all([(configuration, None)], report)[configuration]
+        report(f"measure {self.dispatch.export}'s default config", 0, 1)
         if error:
             raise TracelinkError(f"{self.dispatch.benchmark}: the default config does not build: {error}")
         _, vmfb = self.paths(configuration)
@@ -304,21 +296,15 @@ class Measurer:
         return self.default
 
     # -- candidates -----------------------------------------------------------------------------
-    def measure(self, entries: list[tuple[int, str, dict[str, int], dict]], progress: Progress | None = None) -> list[Trial]:
+    def measure(self, entries: list[tuple[int, str, dict[str, int], dict]], report: Report = no_report) -> list[Trial]:
         """Build, verify and time (trial number, tuner, knobs, config fields) entries, in order."""
         jobs = [(config_text(fields), fields) for _, _, _, fields in entries]
-        built = self.build_all(jobs, progress)
-        task = progress.add_task(f"measure {self.dispatch.export}", total=len(entries)) if progress else None
+        built = self.build_all(jobs, report)
         trials = []
-        try:
-            for (number, tuner, knobs, fields), (configuration, _) in zip(entries, jobs):
-                error, seconds = built[configuration]
-                trials.append(self._check(number, tuner, knobs, configuration, error, seconds))
-                if task is not None:
-                    progress.advance(task)
-        finally:
-            if task is not None:
-                progress.remove_task(task)
+        for (number, tuner, knobs, fields), (configuration, _) in zip(entries, jobs):
+            report(f"measure {self.dispatch.export}", len(trials), len(entries))
+            error, seconds = built[configuration]
+            trials.append(self._check(number, tuner, knobs, configuration, error, seconds))
         return trials
 
     def _check(self, number: int, tuner: str, knobs: dict, configuration: str, build_error: str, seconds: float) -> Trial:
@@ -362,11 +348,12 @@ class Measurer:
         return Trial(self.dispatch.export, number, tuner, knobs, configuration, verification, error, timing, gflops,
                      seconds, vmfb)
 
-    def retime(self, vmfbs: list[Path], rounds: int, repetitions: int = 3) -> list[Timing]:
+    def retime(self, vmfbs: list[Path], rounds: int, repetitions: int = 3, report: Report = no_report) -> list[Timing]:
         """Time several compiled candidates again in interleaved rounds: round r of each is one sample
         (the median of ``repetitions``), so samples of the same round saw the same machine load."""
         per_round: list[list[float]] = [[] for _ in vmfbs]
-        for _ in range(rounds):
+        for number in range(rounds):
+            report(f"confirm {self.dispatch.export}: {len(vmfbs)} builds, interleaved rounds", number, rounds)
             for i, vmfb in enumerate(vmfbs):
                 timing = run_benchmark(vmfb, self.inputs, self.options, self.batch_size, self.timeout,
                                        repetitions=repetitions)
@@ -377,15 +364,3 @@ class Measurer:
 def make_pool(jobs: int) -> ProcessPoolExecutor:
     """The compile pool (spawned workers: the MLIR bindings and XGBoost do not survive fork well)."""
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"), initializer=stop_on_sigterm)
-
-
-def progress_bar(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-

@@ -1,15 +1,12 @@
 """The whole-program checks of the tile search: each tuned config inside the program (under the HAL
 profiler), the program with the tuning against the profiled build, and IREE's flag baselines timed in
-the same alternating rounds (what a user would try first)."""
+the same alternating rounds (what a user would try first). Each long step (a build, every round) is
+reported to the caller's ``report`` (the progress bar); the caller records the checks in the log."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from rich.console import Console
-
-from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile
 from tracelink.tune.config import TuneConfig
@@ -18,6 +15,7 @@ from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.targets import Outcome, one_line
+from tracelink.tune.tuners.loop import Report, no_report
 
 
 # What a user would try first: IREE's whole-program options, timed next to the tuned build.
@@ -28,11 +26,12 @@ FLAG_BASELINES = {
 }
 
 
-def build_baselines(profile: Profile, workdir: Path, timeout: float) -> dict[str, Path]:
+def build_baselines(profile: Profile, workdir: Path, timeout: float, report: Report = no_report) -> dict[str, Path]:
     """The program compiled with each flag baseline; one that does not compile is left out."""
     program, flags = Path(profile.manifest["input"]), profile.manifest.get("compiler", {}).get("flags", [])
     builds = {}
-    for name, extra in FLAG_BASELINES.items():
+    for number, (name, extra) in enumerate(FLAG_BASELINES.items()):
+        report("compiling the program with IREE's flag baselines", number, len(FLAG_BASELINES))
         try:
             builds[name] = compile_variant(program, flags, extra, workdir / name, timeout, " ".join(extra))
         except TracelinkError:
@@ -40,7 +39,7 @@ def build_baselines(profile: Profile, workdir: Path, timeout: float) -> dict[str
     return builds
 
 
-def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, console: Console,
+def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, report: Report,
                      base: Path | None = None) -> dict[str, dict]:
     """Each build of the whole program against ``base`` (default: the profiled build), all timed
     alternately for ``rounds`` rounds."""
@@ -48,9 +47,8 @@ def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, con
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
             for v in (base or profile.artifacts / "app.vmfb", *builds.values())]
-    with console.status(f"timing the program's builds ({', '.join(builds)}) against the "
-                        f"{base.parent.name if base else 'profiled'} one, {rounds} alternating rounds"):
-        base, *others = alternate(runs, rounds)
+    what = f"timing the program's builds ({', '.join(builds)}) against the {base.parent.name if base else 'profiled'} one"
+    base, *others = alternate(runs, rounds, lambda number: report(what, number, rounds))
     return {name: summarize(base, times) for name, times in zip(builds, others)}
 
 
@@ -71,7 +69,7 @@ def composable_with(choices: list[Choice], flags: list[str]) -> list[Choice]:
 
 
 def compare_with_flags(profile: Profile, tuning: Tuning, choices: list[Choice], tuned: Path, name: str,
-                       flags_build: Path, workdir: Path, config: TuneConfig, console: Console) -> tuple[dict, Tuning | None]:
+                       flags_build: Path, workdir: Path, config: TuneConfig, report: Report) -> tuple[dict, Tuning | None]:
     """The tuning against the flag baseline ``name``, which beat the profiled build: the program with
     the tuning and the flags, and with the tuning alone, each timed against the flags alone in
     alternating rounds. The verdict is the faster of the two when its 95 % interval over the flags
@@ -89,6 +87,7 @@ def compare_with_flags(profile: Profile, tuning: Tuning, choices: list[Choice], 
     if composable:
         try:
             composed_tuning = tuning if len(composable) == len(choices) else write_tuning(composable, workdir / "composed_tuning")
+            report(f"compiling the program with the tuning and {name}", 0, 1)
             missed, composed = check_applied(program, [*flags, *extra], composed_tuning, composable, workdir / "composed",
                                              config.measure.compile_timeout_seconds)
             builds["tuning+flags"] = composed
@@ -96,7 +95,7 @@ def compare_with_flags(profile: Profile, tuning: Tuning, choices: list[Choice], 
         except TracelinkError as error:  # the tuning cannot be built with these flags: only the tuning alone competes
             notes.append(one_line(error))
             composed_tuning = None
-    checks = check_in_program(profile, builds, config.select.program_rounds, console, base=flags_build)
+    checks = check_in_program(profile, builds, config.select.program_rounds, report, base=flags_build)
     winners = {build: check for build, check in checks.items() if check["ci_low"] > 1}
     verdict = max(winners, key=lambda build: winners[build]["speedup"]) if winners else "flags"
     comparison = {"baseline": name, "flags": extra, "composed": len(composable), "applied": applied, "configs": len(choices),
@@ -113,19 +112,22 @@ def dispatch_median(profile: Profile, exports: set[str]) -> float:
     return float(times.median())
 
 
-def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: int, directory: Path) -> dict:
+def in_program_speedup(profile: Profile, vmfb: Path, exports: set[str], rounds: int, directory: Path,
+                       report: Report) -> dict:
     """How much faster the dispatches ``exports`` run inside the program built as ``vmfb`` than in the
     profiled build: both run alternately under the HAL profiler (other dispatches around them, the
-    program's device and threads), each round giving one median per build (see ``stats.summarize``)."""
+    program's device and threads), each round giving one median per build (see
+    ``aggregate.speedup.summarize``); each round reported to ``report``."""
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda number, v=v, n=n: dispatch_median(rerun(profile, directory / f"{n}_{number}", calls, 600.0, vmfb=v), exports)
             for v, n in ((None, "base"), (vmfb, "tuned"))]
-    base, tuned = alternate(runs, rounds)
+    what = f"timing {', '.join(sorted(exports))} inside the program"
+    base, tuned = alternate(runs, rounds, lambda number: report(what, number, rounds))
     return summarize(base, tuned)
 
 
 def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[Outcome], workdir: Path,
-                        config: TuneConfig, console: Console, merged: Path) -> list[Choice]:
+                        config: TuneConfig, report: Report, merged: Path) -> list[Choice]:
     """The choices whose dispatches are significantly faster inside the whole program; the others are
     dropped with a note. Each tuned config is built alone with the dispatches sharing it (the merged
     build ``merged`` serves when there is only one), so a config that wins in isolation but loses
@@ -141,11 +143,11 @@ def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[
         where = workdir / "validate" / tuned.export
         vmfb = merged
         if len(groups) > 1:
+            report(f"compiling the program with {tuned.export}'s config alone", 0, 1)
             _, vmfb = check_applied(program, flags, write_tuning(group, where), group, where / "build",
                                     config.measure.compile_timeout_seconds)
         exports = {c.dispatch.export for c in group}
-        with console.status(f"timing {tuned.export} inside the program, {config.select.validate_rounds} alternating rounds"):
-            check = in_program_speedup(profile, vmfb, exports, config.select.validate_rounds, where / "rounds")
+        check = in_program_speedup(profile, vmfb, exports, config.select.validate_rounds, where / "rounds", report)
         outcome.program_speedup, outcome.program_ci_low, outcome.program_ci_high = check["speedup"], check["ci_low"], check["ci_high"]
         if check["ci_low"] > 1:
             kept += group
@@ -156,17 +158,15 @@ def validate_in_program(profile: Profile, choices: list[Choice], outcomes: list[
     return kept
 
 
-def baselines_alone(profile: Profile, workdir: Path, config: TuneConfig, console: Console) -> dict | None:
+def baselines_alone(profile: Profile, workdir: Path, config: TuneConfig, report: Report) -> dict | None:
     """When no config was kept: IREE's flag baselines timed against the profiled build, so that `tune` can
     say when a whole-program option does what tile configs could not (``best``: the fastest baseline whose
     95 % interval lies above 1, else None). None when the whole-program check or the baselines are off."""
     if config.select.program_rounds < 2 or not config.select.baselines or not profile.manifest.get("input"):
         return None
-    baselines = build_baselines(profile, workdir / "baselines", config.measure.compile_timeout_seconds)
+    baselines = build_baselines(profile, workdir / "baselines", config.measure.compile_timeout_seconds, report)
     if not baselines:
         return None
-    checks = check_in_program(profile, baselines, config.select.program_rounds, console)
+    checks = check_in_program(profile, baselines, config.select.program_rounds, report)
     best = best_baseline(checks)
-    check = {"tuned": False, "baselines": checks, "best": best, "best_flags": FLAG_BASELINES[best] if best else None}
-    write_text_atomic(workdir / "program_check.json", json.dumps(check, indent=2))
-    return check
+    return {"tuned": False, "baselines": checks, "best": best, "best_flags": FLAG_BASELINES[best] if best else None}

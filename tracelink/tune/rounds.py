@@ -22,10 +22,13 @@ from tracelink.tools import run_checked
 T = TypeVar("T")
 
 
-def alternate(runs: Sequence[Callable[[int], T]], rounds: int) -> list[list[T]]:
-    """Call every run once per round, reversing the order every other round (ABBA); results per run."""
+def alternate(runs: Sequence[Callable[[int], T]], rounds: int, started: Callable[[int], None] | None = None) -> list[list[T]]:
+    """Call every run once per round, reversing the order every other round (ABBA); results per run.
+    ``started`` is told each round's number as it starts (a progress display)."""
     results: list[list[T]] = [[] for _ in runs]
     for number in range(rounds):
+        if started is not None:
+            started(number)
         order = range(len(runs)) if number % 2 == 0 else reversed(range(len(runs)))
         for i in order:
             results[i].append(runs[i](number))

@@ -1,5 +1,6 @@
 """`tracelink tune` as a whole: the strategy search first (``strategy``), then the tile search
-(``run.tune_profile``) on the dispatches of the winning strategy's profile, within one time budget.
+(``run.tune_profile``) on the dispatches of the winning strategy's profile, within one time budget (the
+deadline of the loop's :class:`~tracelink.tune.tuners.loop.Budget`, which both searches' loops stop at).
 
 When a strategy wins, the tile search tunes the profile of the program built with it, so its
 in-program checks and its final whole-program check compare against the winning strategy alone; the
@@ -20,8 +21,9 @@ from tracelink.tune.config import TuneConfig
 from tracelink.tune.run import tune_profile
 from tracelink.tune.targets import Outcome, one_line
 from tracelink.tune.spec import Tuning
-from tracelink.tune.strategy import Budget, ProfileBuild, SearchResult, search_strategies
+from tracelink.tune.strategy import ProfileBuild, SearchResult, search_strategies
 from tracelink.tune.strategy_space import option_flags
+from tracelink.tune.tuners.loop import Budget
 
 
 @dataclass
@@ -61,7 +63,7 @@ class Session:
 def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
                  console: Console, profile_build: ProfileBuild | None) -> Session:
     """Search strategies (unless one dispatch was named or the search is off), then tiles."""
-    budget = Budget(config.budget_s)
+    budget = Budget.of_seconds(config.budget_s)
     strategies = None
     target = profile
     if config.strategy.enabled and dispatch_name is None and profile.manifest.get("input"):
@@ -75,12 +77,12 @@ def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None
     if strategies is not None and strategies.winner is not None and target is profile:
         session.tile_note = "the winning strategy was not profiled (the budget ran out); no tile search on it"
         return session
-    if budget.left() <= 0:
+    if budget.left_s() <= 0:
         session.tile_note = "the --budget ran out before the tile search"
         return session
     try:
         session.outcomes, session.tuning, session.check = tune_profile(
-            target, config, dispatch_name, resume, spec_path, console, deadline=budget.deadline())
+            target, config, dispatch_name, resume, spec_path, console, budget)
     except TracelinkError as error:
         if strategies is None or strategies.winner is None:
             raise

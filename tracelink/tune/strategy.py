@@ -8,8 +8,9 @@ softmax (only where the program has attention). Each candidate is
 
 1. compiled (the profiled build's flags, without its dumps, plus the candidate's);
 2. checked: its outputs on the profiled inputs against the default build's (:func:`outputs_agree`);
-3. timed against the default build in alternating rounds (``rounds.alternate`` / ``stats.summarize``:
-   the geometric mean of per-round ratios with a Student's t 95 % interval).
+3. timed against the default build in alternating rounds (``rounds.alternate`` /
+   ``aggregate.speedup.summarize``: the geometric mean of per-round ratios with a Student's t 95 %
+   interval).
 
 The search is successive halving with a model of which options interact, a tuner on the interface
 the tile tuners share (:mod:`tracelink.tune.tuners.halving`), driven by their loop
@@ -22,53 +23,39 @@ convolutions the table shows it slowing to the default lowering, and a profiled 
 im2col that takes im2col on the convolutions the table shows an im2col strategy making clearly faster.
 One of them replaces the winner only when a race shows it faster than the winner.
 
-Everything measured goes to the tune record (:mod:`tracelink.aggregate.tune_record`), written
-atomically after every candidate, so an interrupt keeps what was measured and ``--resume`` continues;
-``per_line`` comes from profiling each faster strategy and diffing it against the base profile
-(:mod:`tracelink.tune.per_line`).
+Everything measured goes to the record log (:mod:`tracelink.aggregate.tune_record`, which derives
+``strategies.json`` from it), after every candidate and every race (a callback of the loop), so an
+interrupt keeps what was measured and ``--resume`` continues; the loop stops at the budget's deadline,
+and the races it left out are recorded as not run. ``per_line`` comes from profiling each faster
+strategy and diffing it against the base profile (:mod:`tracelink.tune.per_line`). Every long step is
+reported to the progress bar (:mod:`tracelink.tune.progress`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate.tune_record import (STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document, strategies_view,
-                                             write_strategies)
+from tracelink.aggregate.tune_record import STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document
 from tracelink.atomic import make_directory
 from tracelink.profile_dir import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines
 from tracelink.tune.diff import run_inputs, run_parameters
 from tracelink.tune.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
+from tracelink.tune.progress import ProgressBar
 from tracelink.tune.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Option, StrategyOptions, directory_name, layouts,
                                            option_flags)
 from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner, Race
-from tracelink.tune.tuners.loop import drive
-
-
-class Budget:
-    """Wall-clock seconds for the whole of `tune`; the strategy search stops starting work past it."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.started = time.monotonic()
-
-    def left(self) -> float:
-        return self.seconds - (time.monotonic() - self.started)
-
-    def deadline(self) -> float:
-        return self.started + self.seconds
+from tracelink.tune.tuners.loop import DEADLINE, AfterBatch, Budget, Callback, Report, no_report, tune
 
 
 @dataclass
@@ -88,11 +75,12 @@ class SearchResult:
 class StrategySearch:
     """The strategy search of one profile: the halving tuner (:mod:`tracelink.tune.tuners.halving`) over
     :data:`OPTIONS` (and ``extra`` candidates) proposes races, which this class measures (builds, checks
-    and times), driven by the tuners' loop; the tune record is written after every measured step."""
+    and times) in the loop within ``budget`` (its deadline; a race's builds stop at it too); the record
+    log is appended to after every measured step, and every step reported to ``report``."""
 
-    def __init__(self, profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
-                 compile_timeout: float, resume: bool):
-        self.profile, self.options, self.budget, self.console = profile, options, budget, console
+    def __init__(self, profile: Profile, options: StrategyOptions, budget: Budget, compile_timeout: float, resume: bool,
+                 report: Report = no_report):
+        self.profile, self.options, self.budget, self.report = profile, options, budget, report
         self.timeout = compile_timeout
         self.program = Path(profile.manifest["input"])
         self.flags = list(profile.manifest.get("compiler", {}).get("flags", []))
@@ -115,7 +103,7 @@ class StrategySearch:
 
     def save(self) -> None:
         """Record what changed since the last save (a candidate proposed or measured, one left out, new
-        per-line rows) in the log, then write strategies.json from the log."""
+        per-line rows) in the log (which writes strategies.json)."""
         entries = {candidate.name: candidate.entry() for candidate in self.result.candidates}
         records = [{"kind": "strategy", **entry} for name, entry in entries.items() if self.logged.get(name) != entry]
         records += [{"kind": "strategy", "name": name, "removed": True} for name in self.logged if name not in entries]
@@ -124,60 +112,50 @@ class StrategySearch:
         if records:
             self.log.append(records)
         self.logged, self.logged_rows = entries, self.logged_rows + rows
-        write_strategies(self.profile.directory, strategies_view(self.log))
 
-    def run(self) -> SearchResult:
-        """Race the single options, then combinations of the best, then the finalists; every step saved."""
+    def run(self, callbacks: Sequence[Callback] = ()) -> SearchResult:
+        """Race the single options, then combinations of the best, then the finalists, in the loop; every
+        step saved. The races the budget left out are recorded as not run."""
         self.save()
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True) as progress:
-            task = progress.add_task("strategies", total=1)
-            drive(self.tuner, lambda races: [self._measure(race, progress, task) for race in races], 1,
-                  [lambda races, results: self.save()])
+        stop = tune(self.tuner, lambda races: [self._measure(race) for race in races], self.budget, 1,
+                    [AfterBatch(lambda races, results: self.save()), *callbacks])
+        while stop == DEADLINE and self.tuner.has_next():  # each candidate left out says why
+            for race in self.tuner.next_batch(1):
+                self._measure(race)
         self.result.winner = self.tuner.best()
         self.save()
         return self.result
 
-    def _measure(self, race: Race, progress: Progress, task) -> None:
+    def _measure(self, race: Race) -> None:
         """Build, check and time one race's candidates, as the budget allows."""
         if race.stage == FINAL_STAGE:
-            if self.budget.left() > 0:
-                progress.update(task, description=f"strategies: final race of {len(race.also)}, {race.rounds} rounds",
-                                completed=0, total=1)
+            if self.budget.left_s() > 0:
                 self._race(race.also, race.rounds, stage=race.stage)
             return
-        title = "strategies: single options" if race.stage == 1 else "strategies: combinations of the best"
-        progress.update(task, description=title, completed=0, total=len(race.build) + 1)
-        self._stage(race.build, race.rounds, progress, task, race.also, stage=race.stage)
+        self._stage(race.build, race.rounds, race.also, stage=race.stage)
 
-    def _stage(self, candidates: list[Candidate], rounds: int, progress: Progress, task, also: list[Candidate],
-               stage: int) -> None:
+    def _stage(self, candidates: list[Candidate], rounds: int, also: list[Candidate], stage: int) -> None:
         """Build and check ``candidates``, then race the good ones (and ``also``) against the default."""
-        for candidate in candidates:
+        what = f"strategies: building and checking {'single options' if stage == 1 else 'combinations of the best'}"
+        for done, candidate in enumerate(candidates):
+            self.report(what, done, len(candidates))
             if self._resumed(candidate):
-                progress.advance(task)
                 continue
-            if self.budget.left() <= 0:
+            if self.budget.left_s() <= 0:
                 candidate.status, candidate.reason = "not run", "the --budget ran out before it"
-                progress.advance(task)
                 continue
-            progress.update(task, description=f"strategies: building {candidate.name}")
             self._build_and_check(candidate)
             self.save()
-            progress.advance(task)
         racing = [c for c in candidates if c.vmfb is not None and c.status in ("not run", "faster", "not faster")
                   and not (c.ci is not None and self._kept(c))]
         racing += [c for c in also if c.vmfb is not None and c not in racing]
-        if racing and self.budget.left() > 0:
-            progress.update(task, description=f"strategies: racing {len(racing)} build(s) against the default, "
-                            f"{rounds} rounds")
+        if racing and self.budget.left_s() > 0:
             self._race(racing, rounds, stage=stage)
             self.save()
         elif racing:
             for candidate in racing:
                 if candidate.ci is None:
                     candidate.status, candidate.reason = "not run", "built and checked; the --budget ran out before timing it"
-        progress.advance(task)
 
     def _kept(self, candidate: Candidate) -> bool:
         """A candidate timed by an earlier (resumed) session is not raced again."""
@@ -236,7 +214,9 @@ class StrategySearch:
         calls = self.options.calls
         builds = [self.profile.artifacts / "app.vmfb", *(c.vmfb for c in racing)]
         runs = [lambda _, v=v: time_program(v, self.function, self.inputs, self.parameters, calls, 600.0) for v in builds]
-        times = alternate(runs, max(2, rounds))
+        race = "final race" if stage == FINAL_STAGE else "race"
+        what, rounds = f"strategies: {race} of {len(racing)} build(s) against the default", max(2, rounds)
+        times = alternate(runs, rounds, lambda number: self.report(what, number, rounds))
         for candidate, own in zip(racing, times[1:]):
             check = summarize(times[0], own)
             candidate.ratio, candidate.ci, candidate.stage = check["speedup"], [check["ci_low"], check["ci_high"]], stage
@@ -253,12 +233,20 @@ class StrategySearch:
         than the winner becomes the winner. Returns the compositions built."""
         winner = self.result.winner
         plans = composition_plans(winner, self.result.candidates, self.result.per_line) if winner is not None else []
-        if not plans or self.budget.left() <= 0:
+        if not plans or self.budget.left_s() <= 0:
             return []
-        directory = self.workdir / "per-op"
         candidates = [Candidate(Option(f"per-op {host.name}", host.option.flags, host.option.passes), stage=4)
                       for host, _, _ in plans]
         self.result.candidates += candidates
+        built = self._build_compositions(candidates, plans)
+        if built:
+            self._race_compositions(winner, built)
+        return [c for c in candidates if c in self.result.candidates]
+
+    def _build_compositions(self, candidates: list[Candidate], plans: list) -> list[tuple[Candidate, str]]:
+        """Rewrite, build and check each planned composition while the budget lasts; those built, each
+        with what it rewrote. A composition that rewrote nothing is dropped (it is its host's program)."""
+        directory = self.workdir / "per-op"
         try:
             make_directory(directory, self.profile.directory)  # no link on the way: the compiler writes below it
             source = input_program(self.program, self.flags, directory / "input", self.timeout)
@@ -266,10 +254,11 @@ class StrategySearch:
             for candidate in candidates:
                 candidate.status, candidate.reason = "compile failed", first_line(error)
             self.save()
-            return candidates
+            return []
         built: list[tuple[Candidate, str]] = []
-        for candidate, (host, rewrite, lines) in zip(candidates, plans):
-            if self.budget.left() <= 0:
+        for done, (candidate, (host, rewrite, lines)) in enumerate(zip(candidates, plans)):
+            self.report("strategies: composing per op, building and checking", done, len(plans))
+            if self.budget.left_s() <= 0:
                 candidate.reason = "the --budget ran out before it"
                 continue
             own = directory / directory_name(host.name)
@@ -291,8 +280,11 @@ class StrategySearch:
             else:
                 built.append((candidate, what))
             self.save()
-        if not built:
-            return [c for c in candidates if c in self.result.candidates]
+        return built
+
+    def _race_compositions(self, winner: Candidate, built: list[tuple[Candidate, str]]) -> None:
+        """Race the compositions ``built`` against the default and ``winner``; the fastest proven faster
+        than the winner takes its place."""
         stand_in = Candidate(winner.option, vmfb=winner.vmfb)  # the winner keeps what the final race measured
         times = self._race([stand_in, *(c for c, _ in built)], self.options.compose_rounds, stage=4)
         proven: list[tuple[float, Candidate]] = []
@@ -305,7 +297,6 @@ class StrategySearch:
         if proven:
             self.result.winner = max(proven, key=lambda pair: pair[0])[1]
         self.save()
-        return [c for c in candidates if c in self.result.candidates]
 
 
 ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, directory, program) -> the directory
@@ -315,16 +306,16 @@ def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget
                       compile_timeout: float, resume: bool, profile_build: ProfileBuild | None) -> SearchResult:
     """The whole strategy search, then the per-line table of the faster strategies (profiled with
     ``profile_build`` while the budget lasts; None: no per-line table), then the per-op compositions,
-    the one that wins profiled too."""
-    search = StrategySearch(profile, options, budget, console, compile_timeout, resume)
-    result = search.run()
-    for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
-        _profile_strategy(search, candidate, profile_build)
-    if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
-        with console.status("composing strategies per op: building and racing the compositions"):
+    the one that wins profiled too; a progress bar with an ETA shows every step."""
+    with ProgressBar(console, "strategies: races", total=FINAL_STAGE) as bar:
+        search = StrategySearch(profile, options, budget, compile_timeout, resume, bar.report)
+        result = search.run([bar])
+        for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
+            _profile_strategy(search, candidate, profile_build, console)
+        if options.compose and profile_build and result.winner is not None and result.winner.name in result.profiles:
             search.compose()
-        if result.winner.program is not None:  # a composition won
-            _profile_strategy(search, result.winner, profile_build)
+            if result.winner.program is not None:  # a composition won
+                _profile_strategy(search, result.winner, profile_build, console)
     return result
 
 
@@ -343,16 +334,16 @@ def profile_order(result: SearchResult) -> list[Candidate]:
     return [*first.values(), *(c for c in faster if c not in first.values())]
 
 
-def _profile_strategy(search: StrategySearch, candidate: Candidate, profile_build: ProfileBuild) -> None:
+def _profile_strategy(search: StrategySearch, candidate: Candidate, profile_build: ProfileBuild, console: Console) -> None:
     """Profile the program built with ``candidate`` and add its per-line rows (while the budget lasts)."""
-    profile, result, options, console = search.profile, search.result, search.options, search.console
-    if search.budget.left() <= 0:
+    profile, result, options = search.profile, search.result, search.options
+    if search.budget.left_s() <= 0:
         return
     directory = profile.directory / "tune" / "strategies" / directory_name(candidate.name) / "profile"
     try:
-        with console.status(f"profiling the program built with {candidate.name} and diffing it line by line"):
-            profile_build(option_flags(candidate.option), directory, candidate.program)
-            result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
+        search.report(f"strategies: profiling the program built with {candidate.name} and diffing it line by line", 0, 1)
+        profile_build(option_flags(candidate.option), directory, candidate.program)
+        result.per_line += per_line_rows(profile, directory, candidate.name, options.diff_rounds)
     except TracelinkError as error:  # one strategy's profile failing leaves it out of the table, the rest go on
         console.print(f"no per-line table for {candidate.name}: {first_line(error)}", markup=False)
         return

@@ -1,53 +1,42 @@
-"""The tile search's side of tune's record log (:mod:`tracelink.aggregate.tune_record`): one ``tile``
-record per measured configuration, appended as trials finish and read back by ``--resume``, and
-``trials.csv``, one row per tile record of the log, derived from it after every batch."""
+"""The tile search's side of tune's record log (:mod:`tracelink.aggregate.tune_record`, which writes the
+views): a ``tiles`` record when the search starts, a ``tile`` record per measured configuration and a
+``round`` record per round of the task scheduler as they are measured (a callback of the loop in
+``tile_search``), then a ``dispatch`` record per tuned dispatch and the ``program_check``; ``--resume``
+reads the earlier tile records back."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pandas as pd
 
-from tracelink.aggregate.tune_record import RecordLog
-from tracelink.atomic import write_atomic
+from tracelink.aggregate.tune_record import TILE_FIELDS, TILE_KINDS, RecordLog
 from tracelink.tune.measure import Trial
-
-TRIAL_COLUMNS = list(Trial("", 0, "", {}, "", "ok").row())
-TILE = "tile"
-
-
-def write_table(frame: pd.DataFrame, path: Path) -> Path:
-    """``frame`` as CSV at ``path``, atomically."""
-    return write_atomic(path, lambda temporary: frame.to_csv(temporary, index=False))
+from tracelink.tune.targets import Outcome
 
 
 class TrialLog:
     """The tile records of the profile ``directory``'s log: a fresh search (``resume`` false) starts
-    without the earlier ones; ``previous`` holds them for ``--resume``."""
+    without the earlier ones; ``previous`` holds the earlier trials (the columns of ``trials.csv``)."""
 
     def __init__(self, directory: Path, resume: bool):
-        self.log = RecordLog(directory, (TILE,), resume)
-        self.table = Path(directory) / "tune" / "trials.csv"
-        self.previous = pd.DataFrame(self.rows(), columns=TRIAL_COLUMNS)
-        self.write_table()
+        self.log = RecordLog(directory, TILE_KINDS, resume)
+        self.previous = pd.DataFrame([{column: record[column] for column in TILE_FIELDS} for record in self.log.of_kind("tile")],
+                                     columns=list(TILE_FIELDS))
+        self.log.append([{"kind": "tiles"}])
 
-    def rows(self) -> list[dict]:
-        return [{column: record.get(column) for column in TRIAL_COLUMNS} for record in self.log.of_kind(TILE)]
+    def append(self, trials: list[Trial], scheduled: dict | None = None) -> None:
+        """Measured trials, and the scheduler's round that measured them."""
+        rounds = [{"kind": "round", **scheduled}] if scheduled else []
+        self.log.append([*({"kind": "tile", **trial.row()} for trial in trials), *rounds])
 
-    def append(self, trials: list[Trial]) -> None:
-        self.log.append([{"kind": TILE, **trial.row()} for trial in trials])
-        self.write_table()
+    def outcomes(self, outcomes: list[Outcome]) -> None:
+        """What tuning each dispatch found (``summary.csv``)."""
+        self.log.append([{"kind": "dispatch", **outcome.row()} for outcome in outcomes])
 
-    def write_table(self) -> None:
-        """trials.csv from the log (a failed trial's times are empty)."""
-        def write(temporary: Path) -> None:
-            with temporary.open("w", newline="") as out:
-                writer = csv.DictWriter(out, TRIAL_COLUMNS)
-                writer.writeheader()
-                writer.writerows(self.rows())
-
-        write_atomic(self.table, write)
+    def program_check(self, check: dict) -> None:
+        """The whole-program check (``program_check.json``)."""
+        self.log.append([{"kind": "program_check", "check": check}])
 
     def earlier(self, export: str) -> pd.DataFrame:
         return self.previous[self.previous["dispatch"] == export]

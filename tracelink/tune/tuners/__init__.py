@@ -1,8 +1,10 @@
-"""The tuners of both search spaces, in AutoTVM's shape, one per module, and the loop that drives them
-(:mod:`.loop`: the interface and one step of proposing, measuring, learning and calling back). Tile
-configs of a dispatch: the interface's base (:mod:`.base`), :mod:`.xgb` (cost model and simulated
-annealing), :mod:`.random` and :mod:`.grid` (the baselines), and :mod:`.search`, a trial budget and
-early stopping around them; strategies: :mod:`.halving` (successive halving, one race per batch)."""
+"""The tuners of both search spaces, in AutoTVM's shape, one per module, and the one loop that drives
+them (:mod:`.loop`: the interface, the budget of trials and/or a deadline, and the callbacks every
+measured batch goes to). Tile configs of a dispatch: the interface's base (:mod:`.base`), :mod:`.xgb`
+(cost model and simulated annealing), :mod:`.random` and :mod:`.grid` (the baselines), and
+:mod:`.search`, the best so far and early stopping around them; strategies: :mod:`.halving` (successive
+halving, one race per batch). The task scheduler over several dispatches' searches is a tuner of the
+loop too (:mod:`tracelink.tune.tile_search`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""One search of one tuner against a measuring function: batch by batch, with a trial budget and
-early stopping (the task scheduler of ``run`` interleaves the searches of several dispatches)."""
+"""One dispatch's search: a tile tuner with its best so far and early stopping, itself a tuner of the
+loop (:mod:`.loop`; the task scheduler of ``tile_search`` interleaves the searches of several
+dispatches), and :func:`search`, one search alone within a trial budget."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracelink.tune.tuners.base import Tuner
-from tracelink.tune.tuners.loop import step
+from tracelink.tune.tuners.loop import Budget, tune
 
 
 @dataclass
@@ -19,12 +20,11 @@ class SearchResult:
 
 
 class Search:
-    """One search, advanced one batch at a time (the task scheduler interleaves the searches of several
-    dispatches). Trials the tuner already knows (resumed) count as done."""
+    """A tuner's search, batch by batch: trials the tuner already knows (resumed) count as done; the
+    search stops early when the best has not improved during the last ``early_stopping`` trials."""
 
-    def __init__(self, tuner: Tuner, measure: Callable[[list[int]], list[float]], batch_size: int = 8,
-                 early_stopping: int | None = None):
-        self.tuner, self.measure, self.batch_size, self.early_stopping = tuner, measure, batch_size, early_stopping
+    def __init__(self, tuner: Tuner, batch_size: int = 8, early_stopping: int | None = None):
+        self.tuner, self.batch_size, self.early_stopping = tuner, batch_size, early_stopping
         self.best_index, self.best, self.best_at = None, 0.0, 0
         for i, (index, value) in enumerate(zip(tuner.xs, tuner.ys)):
             if value > self.best:
@@ -37,21 +37,21 @@ class Search:
         """Stopped early, or every point of the space measured."""
         return self.stopped or not self.tuner.has_next()
 
-    def step(self, limit: int) -> int:
-        """Measure one batch of at most ``limit`` points; returns how many were measured.
+    def has_next(self) -> bool:
+        return not self.finished
 
-        ``measure`` returns the throughput of each point (0 for a failure). The search stops early
-        when the best has not improved during the last ``early_stopping`` trials."""
-        batch, values = step(self.tuner, self.measure, min(self.batch_size, limit))
-        if not batch:
-            return 0
-        for index, value in zip(batch, values):
+    def next_batch(self, size: int) -> list[int]:
+        return self.tuner.next_batch(min(self.batch_size, size))
+
+    def update(self, batch: list[int], throughputs: list[float]) -> None:
+        """Learn from the throughput of each point (0 for a failure)."""
+        self.tuner.update(batch, throughputs)
+        for index, value in zip(batch, throughputs):
             self.trials += 1
             if value > self.best:
                 self.best_index, self.best, self.best_at = index, value, self.trials
         if self.early_stopping is not None and self.trials - self.best_at >= self.early_stopping:
             self.stopped = True
-        return len(batch)
 
     def result(self) -> SearchResult:
         return SearchResult(self.trials, self.best_index, self.best, self.stopped)
@@ -64,10 +64,9 @@ def search(
     batch_size: int = 8,
     early_stopping: int | None = None,
 ) -> SearchResult:
-    """Measure up to ``n_trial`` points proposed by ``tuner`` (counting those it already knows), one
-    ``Search`` alone."""
-    run = Search(tuner, measure, batch_size, early_stopping)
-    while run.trials < n_trial and not run.finished:
-        run.step(n_trial - run.trials)
-    run.stopped = run.stopped and run.trials < n_trial  # a stop in the budget's last batch is no early stop
+    """Measure up to ``n_trial`` points proposed by ``tuner`` (counting those it already knows) in the
+    loop; a stop in the budget's last batch is no early stop."""
+    run = Search(tuner, batch_size, early_stopping)
+    tune(run, measure, Budget(trials=n_trial), batch_size, spent=run.trials)
+    run.stopped = run.stopped and run.trials < n_trial
     return run.result()
