@@ -321,7 +321,7 @@ WRITTEN_PATHS = (
     "profile.pb.gz", "zones.parquet", "diff.csv", "diff.json", "artifacts", "artifacts/ingested.tracy", "repro",
     "repro/call_site_0", "repro/call_site_0/dispatch.mlir", "repro/call_site_0/run.sh", "repro/call_site_0/README.md",
     "diff_rounds", "diff_rounds/base_0", "diff_rounds/base_0/run.log", "tune", "tune/records.jsonl", "tune/trials.csv",
-    "tune/schedule.csv",
+    "tune/schedule.csv", "tune/summary.csv", "tune/program_check.json", "tune/strategies.json",
 )
 PLANT_KINDS = ("link-to-file", "link-to-folder", "dangling-link", "hard-link", "old-temporary-name")
 LINK_COMMANDS = ("profile", "report", "repro", "diff", "tune")
@@ -361,12 +361,11 @@ def plant(directory: Path, relative: str, kind: str, decoy: Path) -> None:
 
 def write_command(command: str, directory: Path) -> Callable[[], object]:
     """The real command writing into ``directory`` (profile: its claim, which checks, locks and clears it;
-    tune: its lock and the writers of its trials and schedule, not the search, which compiles)."""
-    import pandas as pd
-
+    tune: its lock and the writer of its record log and the files derived from it, not the search, which
+    compiles)."""
     from tracelink.cli import build_parser
     from tracelink.outdir import claim_output, locked
-    from tracelink.tune.trial_log import TrialLog, write_table
+    from tracelink.tune.trial_log import TrialLog
 
     def handle(*argv: str) -> None:
         """The command's own handler on arguments its real parser read (no exit-code mapping)."""
@@ -375,8 +374,9 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
 
     def tune() -> None:
         with locked(directory, trees=("tune",)):
-            TrialLog(directory, resume=True).append([])
-            write_table(pd.DataFrame({"round": [1]}), directory / "tune" / "schedule.csv")
+            log = TrialLog(directory, resume=True)
+            log.append([], {"round": 1, "dispatch": "d", "share": 1.0, "score": None, "trials": 0, "best_ms": None})
+            log.program_check({"tuned": False, "baselines": {}})
 
     return {
         "profile": lambda: claim_output(directory).release(),

@@ -108,11 +108,12 @@ def test_diff_refuses_another_program_and_a_json_output(good_profile, tmp_path, 
 
 
 def test_a_record_log_cut_mid_record_resumes_without_the_partial_record(tmp_path):
-    from tracelink.tune.trial_log import TRIAL_COLUMNS, TrialLog
+    from tracelink.tune.measure import Trial
+    from tracelink.tune.trial_log import TrialLog
 
     path = tmp_path / "tune" / "records.jsonl"
     path.parent.mkdir()
-    record = json.dumps({"kind": "tile", **{c: 1 if c == "trial" else "x" for c in TRIAL_COLUMNS}})
+    record = json.dumps({"kind": "tile", **Trial("d", 1, "xgb", {"k": 1}, "x", "compile_error").row()}).replace("NaN", "null")
     path.write_text(record + "\n" + record + "\n" + record[: len(record) // 2])
     log = TrialLog(tmp_path, resume=True)
     assert len(log.previous) == 2 and path.read_text().endswith("\n")

@@ -58,7 +58,8 @@ from tracelink.tools import tool_path  # noqa: E402
 from tracelink.tune.config import load_config  # noqa: E402
 from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import Dispatch, load_dispatch  # noqa: E402
-from tracelink.tune.measure import Measurer, make_pool, progress_bar  # noqa: E402
+from tracelink.tune.measure import Measurer, make_pool  # noqa: E402
+from tracelink.tune.progress import ProgressBar  # noqa: E402
 from tracelink.tune.rounds import alternate, time_program  # noqa: E402
 from tracelink.aggregate.speedup import summarize  # noqa: E402
 from tracelink.tune.program_check import build_baselines  # noqa: E402
@@ -106,14 +107,14 @@ def exhaustive_table(out: Path, console: Console) -> tuple[TileSpace, pd.DataFra
     pool = make_pool(config.measure.jobs)
     started = time.perf_counter()
     try:
-        measurer = Measurer(dispatch, out / "work", config.measure, pool, console)
-        with progress_bar(console) as progress:
-            default = measurer.measure_default(progress)
+        measurer = Measurer(dispatch, out / "work", config.measure, pool)
+        with ProgressBar(console) as progress:
+            default = measurer.measure_default(progress.report)
             rows = []
             batch = 16
             for start in range(0, len(space), batch):
                 indices = range(start, min(start + batch, len(space)))
-                trials = measurer.measure([(i, "exhaustive", space.knob_values(i), space.config(i)) for i in indices], progress)
+                trials = measurer.measure([(i, "exhaustive", space.knob_values(i), space.config(i)) for i in indices], progress.report)
                 rows += [{"index": i, **t.row()} for i, t in zip(indices, trials)]
     finally:
         pool.shutdown()
@@ -199,13 +200,13 @@ def search_race(name: str, out: Path, budget: int, seeds: int, console: Console)
     pool = make_pool(config.measure.jobs)
     started = time.perf_counter()
     try:
-        measurer = Measurer(dispatch, workdir / "work", config.measure, pool, console)
-        with progress_bar(console) as progress:
-            default = measurer.measure_default(progress)
+        measurer = Measurer(dispatch, workdir / "work", config.measure, pool)
+        with ProgressBar(console) as progress:
+            default = measurer.measure_default(progress.report)
 
             def measure(indices: list[int]) -> list[float]:
                 new = [i for i in indices if i not in measured]
-                trials = measurer.measure([(i, "race", space.knob_values(i), space.config(i)) for i in new], progress)
+                trials = measurer.measure([(i, "race", space.knob_values(i), space.config(i)) for i in new], progress.report)
                 measured.update({i: t.gflops if t.ok else 0.0 for i, t in zip(new, trials)})
                 return [measured[i] for i in indices]
 
