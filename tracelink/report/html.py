@@ -50,9 +50,10 @@ ASSETS = ("report.css", "report.js")
 
 # Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
 PACK_BYTES = 200_000
-# From this many call sites on, their drill-downs (most of a big page's elements: 107,000 of 150,000 for
-# 606 call sites) are built by a forked child beside the rest of the page. Each is over 2 kB of markup,
-# so the templates are then packed whatever else they hold.
+# From this many call sites on, two thirds of their drill-downs (which are most of a big page's elements:
+# 107,000 of 150,000 for 606 call sites) are built by a forked child while the page builds its sections
+# and the other third (the two took about as long on this 2-core VM). Each drill-down is over 2 kB of
+# markup, so the templates are then packed whatever else they hold.
 DRILLS_APART_AT = 200
 
 
@@ -97,7 +98,8 @@ def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
 def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     """The whole page: the sections, the panel and the templates, the viewer's data and assets inlined."""
     css, js = viewer_assets()
-    drills_apart = InChildProcess(lambda: drill_markup(model), "tracelink-drills") if len(model.call_sites) >= DRILLS_APART_AT else None
+    apart = model.call_sites[: len(model.call_sites) * 2 // 3] if len(model.call_sites) >= DRILLS_APART_AT else []
+    drills_apart = InChildProcess(lambda: drill_markup(model, apart), "tracelink-drills") if apart else None
     root = el(None, "html", lang="en")
     head(root, model, css)
     body = el(root, "body")
@@ -108,9 +110,8 @@ def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
         sections(main, model, layouts, templates)
         el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
         drill_panel(body)
-        if drills_apart is None:
-            for site in model.call_sites:
-                drill_template(templates, model, site)
+        for site in model.call_sites[len(apart):]:
+            drill_template(templates, model, site)
         for executable in model.executables.values():
             executable_template(templates, model, executable)
         viewer = viewer_data(model, layouts)
@@ -145,10 +146,10 @@ def sections(main, model: ReportModel, layouts: dict[str, GraphLayout], template
     glossary_section(main)
 
 
-def drill_markup(model: ReportModel) -> str:
-    """Every call site's drill-down template, as markup."""
+def drill_markup(model: ReportModel, sites: list[dict]) -> str:
+    """The drill-down templates of ``sites``, as markup."""
     holder = etree.Element("div")
-    for site in model.call_sites:
+    for site in sites:
         drill_template(holder, model, site)
     return "".join(lxml_html.tostring(template, encoding="unicode", method="html") for template in holder)
 
