@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tracelink.aggregate.tune_record import (RECORDS_FILE, STRATEGIES_FILE, STRATEGY_KINDS, TILE_KINDS, RecordLog, read_strategies,
-                                             resumed_strategies, strategies_view, write_strategies)
+                                             read_records, resumed_strategies, strategies_view, write_strategies)
 from tracelink.errors import TracelinkError
 
 IM2COL = {"name": "im2col", "flags": ["--iree-global-opt-use-im2col-for-convs"], "status": "faster", "reason": "3.00x",
@@ -137,3 +137,16 @@ def test_a_record_off_the_schema_is_one_line_naming_the_file_and_line(tmp_path, 
     with pytest.raises(TracelinkError, match=re.escape(f"refused to write {problem}")):  # and it is never written
         RecordLog(tmp_path, TILE_KINDS, False).append([record])
     assert path.read_text() == ""
+
+
+def test_a_cut_last_record_is_dropped_without_writing_through_a_link(tmp_path):
+    """An interrupt can leave the log's last line cut; resuming drops it by replacing the log, never by
+    cutting the file in place, which would cut a file a planted link points at."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text('{"kept": 1}\n{"cut')
+    log = tmp_path / RECORDS_FILE
+    log.parent.mkdir(parents=True)
+    log.symlink_to(victim)
+    with pytest.raises(TracelinkError, match="link"):
+        read_records(log)
+    assert victim.read_text() == '{"kept": 1}\n{"cut'

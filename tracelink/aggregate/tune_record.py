@@ -365,9 +365,9 @@ def read_records(path: Path) -> list[dict]:
     dropped (its trial runs again)."""
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
-        with path.open("r+b") as handle:  # appends must start on a fresh line
-            handle.truncate(data.rfind(b"\n") + 1)
         data = data[: data.rfind(b"\n") + 1]
+        # appends must start on a fresh line: the file is replaced, not cut in place (a link would carry that)
+        write_atomic(path, lambda temporary: temporary.write_bytes(data))
     records = []
     try:
         lines = data.decode("utf-8").splitlines()
