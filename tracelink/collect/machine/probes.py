@@ -17,7 +17,7 @@ import numpy as np
 
 from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command
 from tracelink.errors import TracelinkError
-from tracelink.tools import kill_group, reap, run_tool, start_process, tool_path
+from tracelink.tools import kill_group, last_lines, reap, run_tool, start_process, tool_path
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
@@ -105,7 +105,7 @@ def blas_gflops_per_core(workers: int) -> float:
             reap(child)
     failed = next((err for _, err, code in results if code != 0), None)
     if failed is not None:
-        raise TracelinkError(f"measuring the machine's compute peak failed: {failed.strip().splitlines()[-1:]}")
+        raise TracelinkError(f"measuring the machine's compute peak failed: {last_lines(failed, 1)}")
     return max(float(out) for out, _, _ in results)
 
 
