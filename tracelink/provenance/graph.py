@@ -23,7 +23,7 @@ from tracelink.textsafe import xml_safe_graph
 from tracelink.provenance.call_sites import CallSite
 from tracelink.provenance.executables import ExportInfo
 from tracelink.provenance.locations import OpLocation, SourceLocation
-from tracelink.provenance.program import InputProgram
+from tracelink.provenance.program import InputOp, InputProgram
 from tracelink.provenance.regions import DispatchRegion, MemberCosts
 
 
@@ -409,24 +409,37 @@ def audit(
     - ``shared_executables``: exports dispatched by several call sites (deduplicated executables).
     """
     phase_of = {node: data["phase"] for node, data in graph.nodes(data=True) if data.get("kind") == "call_site"}
+    without_dispatch = ops_reaching_no_dispatch(graph, program, index, phase_of, host_locations, in_dispatches)
+    return {
+        "ops_without_location": [op.op_name for op in program.ops if op.compute and not op.location.known],
+        "ops_without_dispatch": without_dispatch,
+        "reasons": dict(Counter(finding["reason"] for finding in without_dispatch).most_common()),
+        "ops_split": split_source_ops(graph, phase_of),
+        "shared_executables": shared_exports(graph),
+    }
+
+
+def phases_fed(graph: nx.DiGraph, phase_of: dict[str, str]) -> dict[str, set[str]]:
+    """The phases of the call sites each source op feeds, an inlined op's also counted for the op it was inlined from."""
     phases_of: dict[str, set[str]] = defaultdict(set)
     for source, target, data in graph.edges(data=True):
         if data.get("kind") == "feeds":
             phases_of[source].add(phase_of[target])
             if "inlined_from" in graph.nodes[source]:
                 phases_of[graph.nodes[source]["inlined_from"]].add(phase_of[target])
+    return phases_of
+
+
+def ops_reaching_no_dispatch(
+    graph: nx.DiGraph, program: InputProgram, index: SourceOpIndex, phase_of: dict[str, str],
+    host_locations: set[tuple[str, ...]], in_dispatches: set[tuple[str, ...]],
+) -> list[dict]:
+    """The audit's ``ops_without_dispatch``: one finding per source op, with the first reason that holds."""
+    phases_of = phases_fed(graph, phase_of)
     dispatched = [("run" in phases_of.get(index.ids[op.location], ())) if op.location.known else False for op in program.ops]
     constant = constant_ops(program)
-    without_location = [op.op_name for op in program.ops if op.compute and not op.location.known]
     without_dispatch = []
-    seen: set[str] = set()
-    for position, op in enumerate(program.ops):
-        if not op.compute or not op.location.known or dispatched[position]:
-            continue
-        node = index.ids[op.location]
-        if node in seen:
-            continue
-        seen.add(node)
+    for position, op, node in first_undispatched(program, index, dispatched):
         frames = {member.frames for member in op.location.members}
         if phases_of.get(node):
             reason = "initializer"
@@ -443,24 +456,40 @@ def audit(
         else:
             reason = "folded"
         without_dispatch.append({"op": node, "op_names": graph.nodes[node]["op_names"], "loc": graph.nodes[node]["label"], "reason": REASONS[reason]})
+    return without_dispatch
+
+
+def first_undispatched(program: InputProgram, index: SourceOpIndex, dispatched: list[bool]) -> Iterator[tuple[int, InputOp, str]]:
+    """(position, op, source-op node) of the first undispatched input compute op of each source op."""
+    seen: set[str] = set()
+    for position, op in enumerate(program.ops):
+        if not op.compute or not op.location.known or dispatched[position]:
+            continue
+        node = index.ids[op.location]
+        if node not in seen:
+            seen.add(node)
+            yield position, op, node
+
+
+def split_source_ops(graph: nx.DiGraph, phase_of: dict[str, str]) -> list[dict]:
+    """The audit's ``ops_split``: source ops feeding several run-phase call sites as root or producer."""
     split = []
     for node in nodes_of_kind(graph, "source_op"):
         sites = [i for i, role in call_sites_of_op(graph, node) if role != "init" and phase_of[call_site_node(i)] == "run"]
         if len(sites) > 1:
             roles = sorted({role for i, role in call_sites_of_op(graph, node) if i in sites})
             split.append({"op": node, "loc": graph.nodes[node]["label"], "call_sites": sites, "roles": roles})
+    return split
+
+
+def shared_exports(graph: nx.DiGraph) -> list[dict]:
+    """The audit's ``shared_executables``: exports dispatched by several call sites."""
     shared = []
     for node in nodes_of_kind(graph, "export"):
         sites = sorted(graph.nodes[s]["index"] for s, _ in graph.in_edges(node))
         if len(sites) > 1:
             shared.append({"export": graph.nodes[node]["label"], "call_sites": sites})
-    return {
-        "ops_without_location": without_location,
-        "ops_without_dispatch": without_dispatch,
-        "reasons": dict(Counter(finding["reason"] for finding in without_dispatch).most_common()),
-        "ops_split": split,
-        "shared_executables": shared,
-    }
+    return shared
 
 
 def constant_ops(program: InputProgram) -> list[bool]:

@@ -29,7 +29,7 @@ from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import concrete, file_name, lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy, dump_path
-from tracelink.report.textmap import strip_locations, text_ops
+from tracelink.report.textmap import TextOp, strip_locations, text_ops
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
@@ -198,61 +198,84 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
 
 def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy, library: tuple[str, ...]) -> tuple[list[SourceFile], dict[str, Line]]:
     """The files to show and their mapped lines (see the module docstring)."""
+    fractions = line_fractions(graph, program, library)
     files: dict[str, SourceFile] = {}
-
-    def file_of(path: str, is_program: bool) -> SourceFile:
+    written: list[tuple[str, int]] = []
+    if program:
+        files[program] = SourceFile(index=0, path=program, is_program=True, text=sources.read_lines(Path(program), MAX_PROGRAM_BYTES))
+        if files[program].text is not None:
+            written = written_lines(program_ops, by_frames)
+    for node, number in written:
+        if not ops[node]["positions"]:  # located by a name only: its text line is its line
+            fractions[(node, program, number)] = [1.0, 1.0, 1.0]
+    at_line = ops_by_line(ops, program, written)
+    for path in sorted({path for path, _ in at_line}, key=lambda p: (p != program, p)):
         if path not in files:
-            files[path] = SourceFile(index=len(files), path=path, is_program=is_program, text=None)
-        return files[path]
+            text = None if path == program else sources.read_lines(Path(path), MAX_OTHER_FILE_BYTES)
+            files[path] = SourceFile(index=len(files), path=path, is_program=path == program, text=text)
+    for (path, number), nodes in at_line.items():
+        files[path].lines[number] = mapped_line(ops, fractions, path, number, nodes)
+    return number_shown_files(files, ops)
 
-    at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
-    # (op, shown file, line) -> [self, inclusive, user self] fractions of the op's time
+
+def line_fractions(graph: nx.DiGraph, program: str, library: tuple[str, ...]) -> dict[tuple[str, str, int], list[float]]:
+    """(op, shown file, line) -> [self, inclusive, user self] fractions of the op's time at that line."""
     fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for row in op_line_shares(graph, library).itertuples():
         target = program if program and same_file(row.file, program) else row.file
         fractions[(row.op, target, row.line)][0] += row.self
         fractions[(row.op, target, row.line)][1] += row.inclusive
         fractions[(row.op, target, row.line)][2] += row.user_self
-    if program:
-        program_file = file_of(program, True)
-        program_file.text = sources.read_lines(Path(program), MAX_PROGRAM_BYTES)
-        if program_file.text is not None:
-            for text_op in program_ops or []:
-                node = next((by_frames[key] for key in text_op.keys if key in by_frames), None)
-                if node is not None and text_op.line > 0:
-                    at_line[(program, text_op.line)][node] = None
-                    if not ops[node]["positions"]:  # located by a name only: its text line is its line
-                        fractions[(node, program, text_op.line)] = [1.0, 1.0, 1.0]
+    return fractions
+
+
+def written_lines(program_ops: list[TextOp] | None, by_frames: dict[str, str]) -> list[tuple[str, int]]:
+    """(op, line) for each op of the program's text that is a source op: the line its text is written on."""
+    written = []
+    for text_op in program_ops or []:
+        node = next((by_frames[key] for key in text_op.keys if key in by_frames), None)
+        if node is not None and text_op.line > 0:
+            written.append((node, text_op.line))
+    return written
+
+
+def ops_by_line(ops: dict[str, dict], program: str, written: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, None]]:
+    """The ops at each (shown file, line), in order: those written there in the program, then those located there."""
+    at_line: dict[tuple[str, int], dict[str, None]] = defaultdict(dict)
+    for node, number in written:
+        at_line[(program, number)][node] = None
     for node, op in ops.items():
         for path, number in op["positions"]:
             target = program if program and same_file(path, program) else path
             at_line[(target, number)][node] = None
-    for path in sorted({path for path, _ in at_line}, key=lambda p: (p != program, p)):
-        file_of(path, path == program)
-    for source_file in files.values():
-        if source_file.text is None and not source_file.is_program:
-            source_file.text = sources.read_lines(Path(source_file.path), MAX_OTHER_FILE_BYTES)
+    return at_line
 
-    for (path, number), nodes in at_line.items():
-        # the op holding most of the line's time first
-        held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0, 0.0))[0] for node in nodes}
-        line = Line(key="", file=0, number=number, ops=sorted(nodes, key=lambda node: -held[node]))
-        for node in line.ops:
-            op = ops[node]
-            own, inclusive, user = fractions.get((node, path, number), (0.0, 0.0, 0.0))
-            line.total_ns += op["total_ns"] * own
-            line.mean_ns += op["mean_ns"] * own
-            line.share += op["share"] * own
-            line.inclusive_share += op["share"] * inclusive
-            line.user_mean_ns += op["mean_ns"] * user
-            line.user_share += op["share"] * user
-            if own <= 0 and inclusive <= 0 and user <= 0:
-                continue  # an op written here whose time goes to other lines
-            for index, role in op["call_sites"]:
-                if role != "init" and line.call_sites.get(index) != "root":  # only call sites giving the line time
-                    line.call_sites[index] = role
-        line.call_sites = dict(sorted(line.call_sites.items()))
-        files[path].lines[number] = line
+
+def mapped_line(ops: dict[str, dict], fractions: dict[tuple[str, str, int], list[float]], path: str, number: int, nodes: dict[str, None]) -> Line:
+    """The line at path:number: its ops' parts of their time there, and the call sites giving it time."""
+    # the op holding most of the line's time first
+    held = {node: ops[node]["total_ns"] * fractions.get((node, path, number), (0.0, 0.0, 0.0))[0] for node in nodes}
+    line = Line(key="", file=0, number=number, ops=sorted(nodes, key=lambda node: -held[node]))
+    for node in line.ops:
+        op = ops[node]
+        own, inclusive, user = fractions.get((node, path, number), (0.0, 0.0, 0.0))
+        line.total_ns += op["total_ns"] * own
+        line.mean_ns += op["mean_ns"] * own
+        line.share += op["share"] * own
+        line.inclusive_share += op["share"] * inclusive
+        line.user_mean_ns += op["mean_ns"] * user
+        line.user_share += op["share"] * user
+        if own <= 0 and inclusive <= 0 and user <= 0:
+            continue  # an op written here whose time goes to other lines
+        for index, role in op["call_sites"]:
+            if role != "init" and line.call_sites.get(index) != "root":  # only call sites giving the line time
+                line.call_sites[index] = role
+    line.call_sites = dict(sorted(line.call_sites.items()))
+    return line
+
+
+def number_shown_files(files: dict[str, SourceFile], ops: dict[str, dict]) -> tuple[list[SourceFile], dict[str, Line]]:
+    """The files shown, numbered in the order shown; their lines by key, each key also listed on its ops."""
     shown = [f for f in files.values() if f.lines or f.text is not None]  # not a program that is gone and explains nothing
     ordered = sorted(shown, key=lambda f: (not f.is_program, -f.max_share, f.path))
     lines: dict[str, Line] = {}

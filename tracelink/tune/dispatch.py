@@ -342,50 +342,25 @@ def load_dispatch(benchmark: Path, context: ir.Context | None = None) -> Dispatc
 
 def describe(module: ir.Module, benchmark: Path) -> Dispatch:
     """What the tuner knows about the dispatch of a parsed benchmark dump; TracelinkError when not tunable."""
-    executable = variant = export = device_symbol = None
-    native_vector_bytes = 64  # the widest x86 vectors, when the target does not say
-    root = dispatch_func = bench_op = None
-    subspans: list[ir.Operation] = []
-    for op in walk(module.operation):
-        name = op.name
-        if name == "hal.executable" and executable is None:
-            executable = ir.StringAttr(op.attributes["sym_name"]).value
-        elif name == "hal.executable.variant" and variant is None:
-            variant = ir.StringAttr(op.attributes["sym_name"]).value
-            found = re.search(r"native_vector_size = (\d+)", str(op.attributes["target"]))
-            native_vector_bytes = int(found.group(1)) if found else native_vector_bytes
-        elif name == "hal.executable.export" and export is None:
-            export = ir.StringAttr(op.attributes["sym_name"]).value
-        elif name == "util.global" and device_symbol is None and str(ir.TypeAttr(op.attributes["type"]).value) == "!hal.device":
-            device_symbol = ir.StringAttr(op.attributes["sym_name"]).value
-        elif name == "util.func" and "iree.reflection" in op.attributes:
-            reflection = ir.DictAttr(op.attributes["iree.reflection"])
-            if "iree.benchmark" in reflection:
-                bench_op = op
-        elif name == "func.func" and "translation_info" in op.attributes:
-            dispatch_func = op
-        elif name == "hal.interface.binding.subspan":
-            subspans.append(op)
-        elif root is None and is_root(op):
-            root = op
-    if any(item is None for item in (export, executable, variant, bench_op, dispatch_func, device_symbol)):
+    found = _dump_ops(module)
+    export, root = found.export, found.root
+    if any(item is None for item in (export, found.executable, found.variant, found.bench_op, found.dispatch_func, found.device_symbol)):
         raise TracelinkError(f"{benchmark}: not a dispatch benchmark dump (no executable export or benchmark function)")
     if root is None:
         raise TracelinkError(f"{export} has no tunable root op (matmul, batch_matmul, convolution, contraction or reduction generic)")
-    constants, ranges = benchmark_dispatch(bench_op)
-    bindings = [_binding(op, constants, ranges, export) for op in subspans]
+    constants, ranges = benchmark_dispatch(found.bench_op)
+    bindings = [_binding(op, constants, ranges, export) for op in found.subspans]
     kind, roles, match_dims = _roles(root)
     maps = [ir.AffineMapAttr(item).value for item in indexing_maps(root)]
     sizes = _loop_sizes(root, maps)
     loops = [Loop(i, roles[i][0], roles[i][1], sizes[i]) for i in range(len(sizes))]
-    match_sizes = {group: [sizes[i] for i in members] for group, members in match_dims.items() if group not in ("strides", "dilations")}
-    match_sizes.update({group: match_dims[group] for group in ("strides", "dilations") if group in match_dims})
+    match_sizes = _match_sizes(match_dims, sizes)
     default_attr = root.attributes["lowering_config"]
     return Dispatch(
         benchmark=benchmark,
         export=export,
-        executable=executable,
-        variant=variant,
+        executable=found.executable,
+        variant=found.variant,
         root_op=root.name,
         kind=kind,
         loops=loops,
@@ -394,14 +369,64 @@ def describe(module: ir.Module, benchmark: Path) -> Dispatch:
         operand_types=[_element_type(value) for value in root.operands],
         default_config=config_fields(default_attr),
         default_config_text=str(default_attr),
-        translation_info=str(dispatch_func.attributes["translation_info"]),
+        translation_info=str(found.dispatch_func.attributes["translation_info"]),
         bindings=sorted(bindings, key=lambda b: (b.index, b.offset)),
-        device_symbol=device_symbol,
+        device_symbol=found.device_symbol,
         constants=constants,
         match_dims=match_sizes,
-        native_vector_bytes=native_vector_bytes,
+        native_vector_bytes=found.native_vector_bytes,
         delivery="configuration" if kind == "reduction" else "spec",  # tuning specs match contractions and convolutions only
     )
+
+
+@dataclass
+class _DumpOps:
+    """What :func:`describe` reads from a benchmark dump's ops: the first of each kind, every subspan."""
+
+    executable: str | None = None
+    variant: str | None = None
+    export: str | None = None
+    device_symbol: str | None = None
+    native_vector_bytes: int = 64  # the widest x86 vectors, when the target does not say
+    root: ir.Operation | None = None
+    dispatch_func: ir.Operation | None = None
+    bench_op: ir.Operation | None = None
+    subspans: list[ir.Operation] = field(default_factory=list)
+
+
+def _dump_ops(module: ir.Module) -> _DumpOps:
+    """The executable, variant, export, device global, benchmark function, dispatch function, root op and subspans of a dump."""
+    found = _DumpOps()
+    for op in walk(module.operation):
+        name = op.name
+        if name == "hal.executable" and found.executable is None:
+            found.executable = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "hal.executable.variant" and found.variant is None:
+            found.variant = ir.StringAttr(op.attributes["sym_name"]).value
+            vector_size = re.search(r"native_vector_size = (\d+)", str(op.attributes["target"]))
+            found.native_vector_bytes = int(vector_size.group(1)) if vector_size else found.native_vector_bytes
+        elif name == "hal.executable.export" and found.export is None:
+            found.export = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "util.global" and found.device_symbol is None and str(ir.TypeAttr(op.attributes["type"]).value) == "!hal.device":
+            found.device_symbol = ir.StringAttr(op.attributes["sym_name"]).value
+        elif name == "util.func" and "iree.reflection" in op.attributes:
+            reflection = ir.DictAttr(op.attributes["iree.reflection"])
+            if "iree.benchmark" in reflection:
+                found.bench_op = op
+        elif name == "func.func" and "translation_info" in op.attributes:
+            found.dispatch_func = op
+        elif name == "hal.interface.binding.subspan":
+            found.subspans.append(op)
+        elif found.root is None and is_root(op):
+            found.root = op
+    return found
+
+
+def _match_sizes(match_dims: dict[str, list[int]], sizes: list[int]) -> dict[str, list[int]]:
+    """The sizes of each group of loops a spec matches on; strides and dilations as they are."""
+    match_sizes = {group: [sizes[i] for i in members] for group, members in match_dims.items() if group not in ("strides", "dilations")}
+    match_sizes.update({group: match_dims[group] for group in ("strides", "dilations") if group in match_dims})
+    return match_sizes
 
 
 def _binding(op: ir.Operation, constants: list[int], ranges: dict[int, int], export: str) -> Binding:
