@@ -41,8 +41,9 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
 
     job = ProvenanceJob(read_input_program(program), "attention", ProfileOptions(), out, lambda: compiled, ready)
     compiled = pending.finish()
-    beside = job.result().provenance
-    shapes = [described_type(value)[0] for value in job.inputs()]
+    built = job.result()
+    beside = built.provenance
+    shapes = [described_type(value)[0] for value in built.inputs]
     after = build_provenance(read_input_program(program), out / "artifacts", "attention", shapes)
     # each dump was read once a later phase's dump existed (or the compiler had ended)
     for phase, written in waited:

@@ -150,8 +150,7 @@ def profile_function(
     started = time.perf_counter()
     with console.status("building the provenance graph"):
         built_provenance = job.result()
-    provenance = built_provenance.provenance
-    inputs = job.inputs()
+    provenance, inputs = built_provenance.provenance, built_provenance.inputs
     clock.stop("provenance", started)
     started = time.perf_counter()
     collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +30,12 @@ from tracelink.tools import InBackground
 
 @dataclass
 class BuiltProvenance:
-    """The job's result: the graph, what profile.json says of the hooked call that fixed sizes the
-    inputs' shapes did not (None when none was needed), and where the call's tensors live (the stream
-    phase's plan, which the memory tables read)."""
+    """The job's result: the run's ``--input`` values (the user's, checked, or generated), the graph,
+    what profile.json says of the hooked call that fixed sizes the inputs' shapes did not (None when
+    none was needed), and where the call's tensors live (the stream phase's plan, which the memory
+    tables read)."""
 
+    inputs: list[str]
     provenance: Provenance
     runtime_sizes: dict | None
     stream_plan: StreamPlan
@@ -51,17 +52,8 @@ class ProvenanceJob:
                  compiled: Callable[[], CompileResult], ready: Callable[[str], None]) -> None:
         self.source, self.entry, self.options, self.out = source, entry, options, out
         self.compiled, self._ready = compiled, ready
-        self._inputs: Future[list[str]] = Future()
         self._stopped = threading.Event()
         self._work = InBackground(self._build, "tracelink-provenance")
-
-    def inputs(self) -> list[str]:
-        """The run's ``--input`` values (the user's, checked, or generated), as soon as the job has them."""
-        try:
-            return self._inputs.result()
-        except BaseException:
-            self._work.result()  # what the job raised, when it failed before the inputs
-            raise
 
     def result(self) -> BuiltProvenance:
         return self._work.result()
@@ -80,12 +72,7 @@ class ProvenanceJob:
         artifacts = self.out / "artifacts"
         warm_program_text(self.source.path)
         self.ready("input")
-        try:
-            inputs = run_inputs(artifacts / "phases", self.entry, self.options, artifacts)
-        except BaseException as error:
-            self._inputs.set_exception(error)
-            raise
-        self._inputs.set_result(inputs)
+        inputs = run_inputs(artifacts / "phases", self.entry, self.options, artifacts)
         # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
         # each dispatch's push constants in one hooked call, made only when a size is still unknown
         shapes = [(described := described_type(value)) and described[0] for value in inputs]
@@ -95,7 +82,7 @@ class ProvenanceJob:
         provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
         write_graph(provenance.graph, self.out / "provenance.graphml", self.out / "provenance.json")
         plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)  # whole once "hal" was
-        return BuiltProvenance(provenance, (sizes.summary or None) if sizes is not None else None, plan)
+        return BuiltProvenance(inputs, provenance, (sizes.summary or None) if sizes is not None else None, plan)
 
 
 def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
