@@ -316,9 +316,16 @@ class InChildProcess(Generic[Result]):
     """Python work forked into a child process, so that it runs beside the caller's own (one interpreter
     runs one thread at a time). Forked, the child starts at once and shares the caller's data without
     copying it; it touches nothing but what it returns and the files it writes (no console, no tools).
-    :meth:`wait` returns what the work returned, or raises its failure in one line."""
+    :meth:`wait` returns what the work returned, or raises its failure in one line.
+
+    Where a loaded library's own threads make forking unsafe (:data:`FORK_UNSAFE_MODULES`), the work
+    runs at once in the caller instead."""
 
     def __init__(self, work: Callable[[], Result], name: str) -> None:
+        self._process = None
+        if any(module in sys.modules for module in FORK_UNSAFE_MODULES):
+            self._value = work()
+            return
         context = multiprocessing.get_context("fork")
         self._outcome, sent = context.Pipe(duplex=False)
         self._process = context.Process(target=report_to, args=(work, sent), name=name, daemon=True)
@@ -327,6 +334,8 @@ class InChildProcess(Generic[Result]):
 
     def wait(self) -> Result:
         """What the child's work returned; what it raised, or how it ended if it could not say, as a TracelinkError."""
+        if self._process is None:
+            return self._value
         try:
             failed, value = self._outcome.recv()
         except EOFError:  # killed before it could say
@@ -337,8 +346,14 @@ class InChildProcess(Generic[Result]):
         return value
 
     def cancel(self) -> None:
-        self._process.kill()
-        self._process.join()
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+
+
+# JAX runs threads of its own and warns at every fork that the child may deadlock (a JAX model is
+# exported inside the tracelink process).
+FORK_UNSAFE_MODULES = ("jax",)
 
 
 def report_to(work: Callable[[], object], sent) -> None:
