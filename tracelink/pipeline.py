@@ -157,11 +157,11 @@ def profile_function(
     clock.stop("run", started)
     if collected.events.empty:
         raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
+    started = time.perf_counter()
+    device, machine = device_and_peaks(options, console)  # measured (once per machine) before the memory run can disturb it
     memory_run = InBackground(lambda: run_memory_capture(compiled.vmfb, entry, inputs, options.parameters, artifacts, options.timeout_s,
                                                          options.compile.device), "tracelink-memory")
     try:
-        started = time.perf_counter()
-        device, machine = device_and_peaks(options, console)
         run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
         result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
         clock.stop("aggregate", started)
