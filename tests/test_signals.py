@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -137,3 +138,27 @@ def test_tune_stops_and_keeps_its_trials(tmp_path, signal_number):
     # wait for a candidate compile started by a pool worker (a python process below tracelink)
     done, groups = interrupt_when(command, running("iree-compile", "iree-run-module", "iree-benchmark"), signal_number, tmp_path)
     check_stopped(done, groups, signal_number)
+
+
+def test_a_signal_whose_exception_was_swallowed_still_ends_tracelink_as_interrupted(monkeypatch, capsys):
+    """Raised while an extension runs Python code, a signal's exception can be swallowed there (about 1
+    SIGTERM in 100 during start-up; the profile then ran to its end and exited 0)."""
+    from tracelink import cli
+
+    def swallowing(args) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here
+        except KeyboardInterrupt:
+            pass  # what the extension did
+        return 0
+
+    monkeypatch.setattr(cli, "received", [], raising=False)
+    monkeypatch.setattr(cli, "build_parser", lambda command: argparse.Namespace(parse_args=lambda argv: argparse.Namespace(handler=swallowing)))
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        assert cli.main(["profile"]) == 128 + signal.SIGTERM
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert "interrupted (SIGTERM)" in capsys.readouterr().err

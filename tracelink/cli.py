@@ -56,8 +56,20 @@ class Terminated(KeyboardInterrupt):
         self.signal_number = signal_number
 
 
+# Every stopping signal received. Its exception can be lost: raised while an extension runs Python code,
+# it may be swallowed there (about 1 SIGTERM in 100 sent while tracelink loads its libraries, and the
+# profile then ran to its end and exited 0); the record still makes tracelink end as interrupted.
+received: list[int] = []
+
+
 def terminate(signal_number: int, frame: object) -> None:
+    received.append(signal_number)
     raise Terminated(signal_number)
+
+
+def interrupt(signal_number: int, frame: object) -> None:
+    received.append(signal_number)
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGHUP, terminate)  # its default ends Python at once, leaving the tools running
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background, which ignores it
+    signal.signal(signal.SIGINT, interrupt)  # also when started in the background, which ignores it
     try:
-        return int(args.handler(args))
+        status = int(args.handler(args))
     except TracelinkError as error:
         print_error(f"tracelink: error: {error}")
         return 1
@@ -83,14 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     except UnicodeError as error:  # a name read from the disk (not the command line) that is not UTF-8
         print_error(f"tracelink: error: a name that is not valid UTF-8 ({error}); rename the file")
         return 1
-    except KeyboardInterrupt as interrupt:
-        # Tools run in their own sessions: a Ctrl-C or SIGTERM reaches tracelink only, so kill them here.
-        from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package
+    except KeyboardInterrupt as stopped:
+        return interrupted(stopped.signal_number if isinstance(stopped, Terminated) else signal.SIGINT)
+    return interrupted(received[0]) if received else status
 
-        stop_all_tools()
-        number = interrupt.signal_number if isinstance(interrupt, Terminated) else signal.SIGINT
-        print_error(f"tracelink: interrupted ({signal.Signals(number).name}); every tool it started is stopped; files written so far are kept")
-        return 128 + number
+
+def interrupted(number: int) -> int:
+    """Stop every tool, say so, and the exit status of being stopped by signal ``number``."""
+    # Tools run in their own sessions: a Ctrl-C or SIGTERM reaches tracelink only, so kill them here.
+    from tracelink.tools import stop_all_tools  # not at the top: it loads the compiler package
+
+    stop_all_tools()
+    print_error(f"tracelink: interrupted ({signal.Signals(number).name}); every tool it started is stopped; files written so far are kept")
+    return 128 + number
 
 
 def is_utf8(word: str) -> bool:
