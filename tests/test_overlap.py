@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -58,9 +59,14 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
 def test_a_stopped_compile_ends_the_wait_for_its_dumps(tmp_path):
     program = EXAMPLES / "convnet.mlir"
     pending = PendingCompile(program, tmp_path / "artifacts", CompileOptions())
+    waiter = threading.Thread(target=pending.wait_for_phase, args=("vm",))  # the last phase: only the end returns
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive()  # still waiting while the compiler runs
     pending.run.kill()
     pending.ended.set()  # what StartedProfile.stop does
-    pending.wait_for_phase("vm")  # the last phase: nothing comes after it, so only the end returns
+    waiter.join(5)
+    assert not waiter.is_alive()
     assert "vm" not in dumped_phases(tmp_path / "artifacts" / "phases")
 
 
@@ -84,5 +90,9 @@ def test_with_jax_loaded_the_work_runs_in_the_caller(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax") or types.ModuleType("jax"))
     pids = InChildProcess(os.getpid, "writer")
     assert pids.wait() == os.getpid()
+
+    def fail() -> None:
+        raise TracelinkError("trace.json: disk full")
+
     with pytest.raises(TracelinkError, match="disk full"):
-        InChildProcess(lambda: (_ for _ in ()).throw(TracelinkError("trace.json: disk full")), "writer").wait()
+        InChildProcess(fail, "writer").wait()
