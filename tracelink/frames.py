@@ -19,6 +19,7 @@ stage folds library frames into their callers.
 from __future__ import annotations
 
 import fnmatch
+import functools
 
 MODEL_MARK = "!"
 LIBRARY_FRAMES = (
@@ -29,6 +30,7 @@ LIBRARY_FRAMES = (
 )
 
 
+@functools.lru_cache(maxsize=8192)  # a program's ops name the same few hundred files thousands of times
 def is_library(path: str, rules: tuple[str, ...] = LIBRARY_FRAMES) -> bool:
     """Whether the frame file ``path`` is library code under ``rules`` (the last matching rule decides).
 

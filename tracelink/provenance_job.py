@@ -19,12 +19,14 @@ from tracelink.collect.inputs import check_inputs, described_type, generate_inpu
 from tracelink.compile import CompileResult
 from tracelink.errors import TracelinkError
 from tracelink.options import ProfileOptions
+from tracelink.ir_utils import new_context
 from tracelink.provenance.build import Provenance, build_provenance, phase_dump
-from tracelink.provenance.graph import write_graph
+from tracelink.provenance.executables import source_dumps
+from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.memory_plan import StreamPlan, read_stream_plan
 from tracelink.provenance.program import InputProgram
 from tracelink.report.model import MAX_PROGRAM_BYTES
-from tracelink.report.textmap import program_text_ops
+from tracelink.report.textmap import dump_text, program_text_ops
 from tracelink.tools import InBackground
 
 
@@ -42,7 +44,8 @@ class BuiltProvenance:
 
 
 class ProvenanceJob:
-    """Inputs, then the provenance graph of ``entry`` (written to ``out``), in a background thread.
+    """Inputs, then the provenance graph of ``entry`` (written to ``out``), in a background thread; the
+    stream phase's memory plan in another.
 
     ``compiled`` gives the build, waiting for the compiler if it still runs; ``ready(phase)`` returns
     once that phase's dump is whole.
@@ -53,14 +56,23 @@ class ProvenanceJob:
         self.source, self.entry, self.options, self.out = source, entry, options, out
         self.compiled, self._ready = compiled, ready
         self._stopped = threading.Event()
+        # the stream phase's dump and the executables' sources are whole about a second before the compiler
+        # ends: the plan is read and the sources parsed for the report then, beside the graph
+        self._plan = InBackground(self._read_plan, "tracelink-stream-plan")
         self._work = InBackground(self._build, "tracelink-provenance")
 
     def result(self) -> BuiltProvenance:
-        return self._work.result()
+        try:
+            inputs, provenance, runtime_sizes = self._work.result()
+        except BaseException:
+            self._plan.cancel()
+            raise
+        return BuiltProvenance(inputs, provenance, runtime_sizes, self._plan.result())
 
     def cancel(self) -> None:
         self._stopped.set()  # the job stops at the next dump it would wait for
         self._work.cancel()
+        self._plan.cancel()
 
     def ready(self, phase: str) -> None:
         """Wait until ``phase``'s dump is whole, unless the job was cancelled meanwhile."""
@@ -68,9 +80,19 @@ class ProvenanceJob:
         if self._stopped.is_set():
             raise TracelinkError(f"{self.out}: the provenance graph of {self.entry} was not built (stopped)")
 
-    def _build(self) -> BuiltProvenance:
+    def _read_plan(self) -> StreamPlan:
         artifacts = self.out / "artifacts"
-        warm_program_text(self.source.path)
+        self.ready("stream")
+        plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)
+        if self.options.embed_sources:  # else the report shows no dump
+            self.ready("executable-sources")
+            warm_dump_texts(self.source.path, artifacts / "executables")
+        return plan
+
+    def _build(self) -> tuple[list[str], Provenance, dict | None]:
+        artifacts = self.out / "artifacts"
+        if self.options.embed_sources:  # else the report reads no program text
+            warm_program_text(self.source.path)
         self.ready("input")
         inputs = run_inputs(artifacts / "phases", self.entry, self.options, artifacts)
         # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
@@ -80,9 +102,8 @@ class ProvenanceJob:
         sizes = (HookedSizes(self.compiled, options.compile, self.entry, inputs, options.parameters, artifacts, options.timeout_s)
                  if options.hooked_sizes else None)
         provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
-        write_graph(provenance.graph, self.out / "provenance.graphml", self.out / "provenance.json")
-        plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)  # whole once "hal" was
-        return BuiltProvenance(inputs, provenance, (sizes.summary or None) if sizes is not None else None, plan)
+        write_node_link(provenance.graph, self.out / "provenance.json")  # the GraphML comes after the run, with the trace
+        return inputs, provenance, (sizes.summary or None) if sizes is not None else None
 
 
 def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:
@@ -94,12 +115,25 @@ def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Pat
     return generate_inputs(specs, artifacts / "inputs", options.seed)
 
 
+def warm_dump_texts(program: Path, executables: Path) -> None:
+    """Parse the executables' dumped sources for the report now, beside the compiler (``dump_text``
+    keeps them), against the program's function locations as the report reads them."""
+    enclosing = program_text_ops(program)[1] if small_program(program) else frozenset()
+    context = new_context()
+    for path in source_dumps(executables):
+        dump_text(path, enclosing, context)
+
+
+def small_program(program: Path) -> bool:
+    """Whether the report reads ``program``'s text (it skips one over :data:`MAX_PROGRAM_BYTES`)."""
+    try:
+        return program.stat().st_size <= MAX_PROGRAM_BYTES
+    except OSError:
+        return False
+
+
 def warm_program_text(program: Path) -> None:
     """Parse the program's text for the report now, beside the compiler: the report reads it at the end
     (``program_text_ops`` keeps the last file it parsed)."""
-    try:
-        small = program.stat().st_size <= MAX_PROGRAM_BYTES
-    except OSError:
-        return
-    if small:
+    if small_program(program):
         program_text_ops(program)

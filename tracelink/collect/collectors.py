@@ -61,12 +61,16 @@ class PendingCollection:
         self._run = InBackground(run, "tracelink-collect")
         self._finish = finish
 
-    def finish(self, call_site_exports: Sequence[str], warmup: int) -> Collected:
-        """Wait for the run; match its events to the run-phase call sites and drop the warm-up.
+    def finish(self, call_site_exports: Sequence[str], warmup: int, ended: Callable[[], None] = lambda: None) -> Collected:
+        """Wait for the run; match its events to the run-phase call sites and drop the warm-up. ``ended``
+        is called once the run's tools have ended (the caller may start its next tool then), before the
+        events are read.
 
         An interrupt while waiting stops the run first: waiting for the thread would wait for the program.
         """
-        collected = self._finish(self._run.result(), call_site_exports)
+        run = self._run.result()
+        ended()
+        collected = self._finish(run, call_site_exports)
         collected.events = drop_warmup(collected.events, warmup)
         if collected.workgroups is not None:
             collected.workgroups = drop_warmup(collected.workgroups, warmup)

@@ -117,4 +117,4 @@ def read_call_sites(hal_module: ir.Module, entry: str, normalise: Normaliser) ->
 
 def host_location_frames(hal_module: ir.Module, normalise: Normaliser) -> set[tuple[str, ...]]:
     """Frames of every location member of every op in the host program."""
-    return {member.frames for op in walk(hal_module.operation) for member in normalise(op.location).members}
+    return {frames for op in walk(hal_module.operation) for frames in normalise.frames(op.location)}

@@ -33,12 +33,20 @@ class ExportInfo:
     binding_bytes: float | None = None  # bytes of every buffer view it binds, once; None when one is dynamic
 
 
+CONFIGURED = "configured_"  # IREE names an executable's configured dump after its source dump, with this prefix
+
+
+def source_dumps(executables_dir: Path) -> list[Path]:
+    """The executables' dumped sources (``<stem>.mlir``), one per configured dump (``configured_<stem>.mlir``)."""
+    return [configured.with_name(configured.name.removeprefix(CONFIGURED)) for configured in sorted(executables_dir.glob(f"{CONFIGURED}*.mlir"))]
+
+
 def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | None = None) -> dict[str, ExportInfo]:
     """Every export in the configured executable dumps, by export name."""
     context = context or new_context()
     exports: dict[str, ExportInfo] = {}
-    for configured in sorted(executables_dir.glob("configured_*.mlir")):
-        stem = configured.name.removeprefix("configured_")[: -len(".mlir")]
+    for configured in sorted(executables_dir.glob(f"{CONFIGURED}*.mlir")):
+        stem = configured.name.removeprefix(CONFIGURED)[: -len(".mlir")]
         benchmarks = sorted(executables_dir.glob(f"{stem}_*benchmark.mlir"))
         module = parse_file(configured, context)
         functions = {symbol_name(op): op for op in walk(module.operation) if op.name == "func.func"}

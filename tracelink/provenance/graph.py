@@ -514,10 +514,15 @@ def audit_of(graph: nx.DiGraph) -> dict:
 # Export --------------------------------------------------------------------------------------------
 
 
-def write_graph(graph: nx.DiGraph, graphml: Path, node_link: Path) -> None:
-    """Write GraphML and node-link JSON, each atomically."""
-    write_atomic(graphml, lambda p: nx.write_graphml(xml_safe_graph(graph), p))
-    write_text_atomic(node_link, json.dumps(nx.node_link_data(graph, edges="links"), indent=1))
+def write_graphml(graph: nx.DiGraph, path: Path) -> None:
+    """Write the graph as GraphML (for graph tools: yEd, Gephi), atomically."""
+    write_atomic(path, lambda p: nx.write_graphml(xml_safe_graph(graph), p))
+
+
+def write_node_link(graph: nx.DiGraph, path: Path) -> None:
+    """Write the graph as node-link JSON (what tracelink reads back), atomically; one line, which
+    Python's C encoder writes (an indented one took the pure-Python encoder, twice the time)."""
+    write_text_atomic(path, json.dumps(nx.node_link_data(graph, edges="links")))
 
 
 def read_graph(node_link: Path) -> nx.DiGraph:

@@ -181,6 +181,7 @@ class Normaliser:
     def __init__(self, enclosing: frozenset[str] = frozenset()) -> None:
         self.enclosing = enclosing
         self.cache: dict[ir.Attribute, OpLocation] = {}
+        self.frames_cache: dict[ir.Attribute, tuple[tuple[str, ...], ...]] = {}
 
     def __call__(self, loc: ir.Location) -> OpLocation:
         key = loc.attr
@@ -188,6 +189,19 @@ class Normaliser:
         if found is None:
             members = dict.fromkeys(source_location(frames) for frames in member_frames(loc, self.enclosing))
             found = self.cache[key] = OpLocation(tuple(members))
+        return found
+
+    def frames(self, loc: ir.Location) -> tuple[tuple[str, ...], ...]:
+        """The frames of each member of ``loc`` (those of ``self(loc).members``), without reading the
+        members' names and positions: most of the time on the host program's big fused locations."""
+        key = loc.attr
+        normalised = self.cache.get(key)
+        if normalised is not None:
+            return tuple(member.frames for member in normalised.members)
+        found = self.frames_cache.get(key)
+        if found is None:
+            members = member_frames(loc, self.enclosing)
+            found = self.frames_cache[key] = tuple(dict.fromkeys(tuple(str(frame) for frame in frames) for frames in members))
         return found
 
 

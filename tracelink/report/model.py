@@ -29,7 +29,7 @@ from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import concrete, file_name, lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy, dump_path
-from tracelink.report.textmap import TextOp, strip_locations, text_ops
+from tracelink.report.textmap import TextOp, dump_text
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
@@ -398,10 +398,10 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
             path = dump_path(profile.artifacts, executable.source_file) if executable.source_file else None
-            text = path.read_text(errors="replace") if embed and path is not None and path.is_file() else None
-            if text is not None:
-                executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in strip_locations(text).split("\n")]
-                for text_op in text_ops(text, enclosing, context) or []:
+            dump = dump_text(path, enclosing, context) if embed and path is not None and path.is_file() else None
+            if dump is not None:
+                executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in dump.stripped.split("\n")]
+                for text_op in dump.ops or []:
                     if text_op.name.startswith(STRUCTURAL_OPS) or text_op.name.endswith(STRUCTURAL_SUFFIXES):
                         continue
                     found = [by_frames[key] for key in text_op.keys if key in by_frames]

@@ -134,3 +134,34 @@ def parsed_program(path: Path, mtime_ns: int, size: int) -> tuple[list[TextOp] |
     except OSError:
         return None, frozenset()
     return parse_text_ops(text, None, None, path)
+
+
+@dataclass
+class DumpText:
+    """An executable dump as the report shows it: its text without locations, and its ops (:func:`text_ops`)."""
+
+    stripped: str
+    ops: list[TextOp] | None
+
+
+# Dumps parsed, by the file's identity and the program's function locations: `tracelink profile` parses
+# them beside the compiler (:mod:`tracelink.provenance_job`) and the report built at the end reuses them.
+PARSED_DUMPS: dict[tuple[Path, int, int, frozenset[str]], DumpText] = {}
+MAX_PARSED_DUMPS = 4096  # one program's executables; a later program's replace them
+
+
+def dump_text(path: Path, enclosing: frozenset[str], context: ir.Context | None = None) -> DumpText | None:
+    """An executable dump's :class:`DumpText` (parsed in ``context``); None when it cannot be read."""
+    try:
+        stat = path.stat()
+        key = (path.resolve(), stat.st_mtime_ns, stat.st_size, enclosing)
+        found = PARSED_DUMPS.get(key)
+        if found is None:
+            text = path.read_text(errors="replace")
+            found = DumpText(strip_locations(text), text_ops(text, enclosing, context))
+            if len(PARSED_DUMPS) >= MAX_PARSED_DUMPS:
+                PARSED_DUMPS.clear()
+            PARSED_DUMPS[key] = found
+        return found
+    except OSError:
+        return None
