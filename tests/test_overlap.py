@@ -22,7 +22,7 @@ from tracelink.provenance.build import build_provenance
 from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.program import read_input_program
 from tracelink.provenance_job import ProvenanceJob
-from tracelink.tools import InChildProcess
+from tracelink.tools import InChildProcess, open_files
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -36,11 +36,13 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
     program = EXAMPLES / "attention.mlir"
     out = tmp_path / "out"
     pending = PendingCompile(program, out / "artifacts", CompileOptions())
-    waited: list[tuple[str, dict[str, int]]] = []
+    phases = out / "artifacts" / "phases"
+    waited: list[tuple[str, bytes | None]] = []
 
     def ready(phase: str) -> None:
         pending.wait_for_phase(phase)
-        waited.append((phase, dumped_phases(out / "artifacts" / "phases")))
+        dump = next(phases.glob(f"*.{phase}.mlir"), None)
+        waited.append((phase, dump.read_bytes() if dump is not None else None))
 
     job = ProvenanceJob(read_input_program(program), "attention", ProfileOptions(), out, lambda: compiled, ready)
     compiled = pending.finish()
@@ -48,15 +50,24 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
     beside = built.provenance
     shapes = [described_type(value)[0] for value in built.inputs]
     after = build_provenance(read_input_program(program), out / "artifacts", "attention", shapes)
-    # each dump was read once a later phase's dump existed (or the compiler had ended)
-    for phase, written in waited:
-        assert phase in written and (max(written.values()) > written[phase] or pending.ended.is_set()), (phase, written)
+    # each dump was whole when the wait for it ended: its bytes then are those the compiler left
+    for phase, read in waited:
+        assert read == next(phases.glob(f"*.{phase}.mlir")).read_bytes(), phase
     # inputs, then the graph; in a thread of its own, the stream plan, then the executables' sources
     beside_graph = ("stream", "executable-sources")
     assert [phase for phase, _ in waited if phase not in beside_graph] == ["input", "input", "flow", "executable-targets", "hal"]
     assert [phase for phase, _ in waited if phase in beside_graph] == list(beside_graph)
     assert json.loads((out / "provenance.json").read_text()) == graph_document(after.graph, tmp_path)
     assert [site.export for site in beside.call_sites] == [site.export for site in after.call_sites]
+
+
+def test_the_files_a_process_holds_open_are_read_from_proc(tmp_path):
+    """What tells a dump the compiler is still writing from one it has closed."""
+    path = tmp_path / "dump.mlir"
+    with path.open("w"):
+        assert str(path.resolve()) in open_files(os.getpid())
+    assert str(path.resolve()) not in open_files(os.getpid())
+    assert open_files(2**22 + 1) is None  # no such process (above Linux's pid limit)
 
 
 def test_a_stopped_compile_ends_the_wait_for_its_dumps(tmp_path):

@@ -135,6 +135,22 @@ def start_process(command: list[str], **popen_options) -> subprocess.Popen:
     return process
 
 
+def open_files(pid: int) -> set[str] | None:
+    """The files process ``pid`` holds open (from Linux's ``/proc``), or None where they cannot be read."""
+    descriptors = Path(f"/proc/{pid}/fd")
+    try:
+        names = os.listdir(descriptors)
+    except OSError:
+        return None
+    held = set()
+    for name in names:
+        try:
+            held.add(os.readlink(descriptors / name))
+        except OSError:
+            continue  # closed since it was listed
+    return held
+
+
 def module_on_stdin(command: list[str]) -> tuple[list[str], BinaryIO | None]:
     """``command`` with a ``--module=PATH`` whose path holds an ``@`` read from standard input instead
     (``--module=-``), and that file opened; IREE's tools cut ``PATH@NAME`` at the ``@`` (a native module's

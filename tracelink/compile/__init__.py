@@ -19,7 +19,7 @@ from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
-from tracelink.tools import ToolRun, compiler_version, tool_path
+from tracelink.tools import ToolRun, compiler_version, open_files, tool_path
 
 
 PHASE_POLL_S = 0.02  # how often a reader waiting for a phase's dump looks again
@@ -118,12 +118,21 @@ class PendingCompile:
         self.ended = threading.Event()  # set once the compiler is waited for or stopped
 
     def wait_for_phase(self, phase: str) -> None:
-        """Block until the dump of ``phase`` is whole: the compiler writes each phase's dump before the
-        next phase runs, so a later phase's dump means this one is written. Returns too once the compiler
-        has ended, whether or not it wrote the dump (the reader then finds it, or says it is missing)."""
+        """Block until the dump of ``phase`` is whole: the compiler has closed it (it writes a dump at
+        once, in a few milliseconds, then runs the next phase for up to seconds), or, where its open
+        files cannot be read, it has written a later phase's dump (it writes them in order). Returns too
+        once the compiler has ended, whether or not it wrote the dump (the reader then finds it, or says
+        it is missing)."""
+        phases = self.artifacts / "phases"
         while not self.ended.wait(PHASE_POLL_S):
-            written = dumped_phases(self.artifacts / "phases")
-            if phase in written and max(written.values()) > written[phase]:
+            written = dumped_phases(phases)
+            if phase not in written:
+                continue
+            if max(written.values()) > written[phase]:
+                return
+            dump = next(phases.glob(f"*.{written[phase]}.{phase}.mlir"), None)
+            held = open_files(self.run.process.pid)
+            if dump is not None and held is not None and str(dump.resolve()) not in held:
                 return
 
     def finish(self) -> CompileResult:

@@ -242,7 +242,7 @@ def some_ops(ops: str, shown: int = 3) -> str:
     return ";".join(names[:shown]) + (f" and {len(names) - shown} more ops" if len(names) > shown else "")
 
 
-def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMPONENT_ROWS) -> list[tuple[int, str, pd.Series]]:
+def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMPONENT_ROWS) -> list[tuple[int, str, dict]]:
     """The top ``levels`` of the component tree as (level, label, row), ``rows`` at most, depth-first.
 
     A scope with no ops of its own and one child is one row with its child (JAX's ``jit(f)/Model``),
@@ -252,8 +252,8 @@ def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMP
     merged = {row.component for row in components.itertuples() if children.get(row.component, 0) == 1 and row.self_ns == 0}
     level: dict[str, int] = {}
     label: dict[str, str] = {}
-    shown: list[tuple[int, str, pd.Series]] = []
-    for _, row in components.iterrows():
+    shown: list[tuple[int, str, dict]] = []
+    for row in components.to_dict("records"):  # not iterrows: a Series per row took 0.03 s on a BERT's 800 scopes
         parent = row["parent"]
         if parent in merged:
             level[row["component"]], label[row["component"]] = level[parent], f"{label[parent]}/{row['name']}"
