@@ -55,12 +55,14 @@ def summary_text(profile) -> str:
 
 def next_steps_shown(profile, report: Path) -> dict[str, list[str]]:
     """Every next step each of the three outputs shows: the printed summary's lines under the dispatch
-    table, the report's drill-downs and verdict tooltips, and the JSON document's."""
+    table, the report's drill-downs (built by the viewer from each call site's record in the page's data)
+    and verdict tooltips, and the JSON document's."""
     page = lxml_html.fromstring(report.read_text())
+    data = json.loads(page.get_element_by_id("tl-data").text)
     document = profile_document(profile)
     return {
         "summary": [line for line in summary_text(profile).splitlines() if line.strip().startswith("#")],
-        "report": [element.text_content() for element in page.xpath("//*[contains(@class, 'why')]")]
+        "report": [data["tx"][site["c"][1]] for site in data["cs"].values() if site["c"]]
                   + [element.get("title") for element in page.xpath("//td[@data-v and @title]")],
         "json": [row["next_step"] for key in ("hottest_lines", "hottest_dispatches") for row in document[key]],
     }

@@ -71,14 +71,18 @@ def test_report_of_an_example_is_complete_and_self_contained(example_profiles):
         assert tree.get_element_by_id(anchor) is not None
     # offline: nothing to fetch, everything inlined
     assert not tree.xpath("//script[@src] | //link | //img | //iframe | //*[@href and not(starts-with(@href, '#'))]")
-    assert not re.search(r"https?://(?!iree\.dev)", text.replace("ui.perfetto.dev", ""))
+    assert not re.search(r"https?://(?!iree\.dev|www\.w3\.org/2000/svg)", text.replace("ui.perfetto.dev", ""))  # SVG's namespace name: no fetch
     assert len(tree.xpath("//script")) == 2 and len(tree.xpath("//style")) == 1
     data = report_data(text)
     rows = tree.xpath("//table[@id='dispatch-table']/tbody/tr")
     assert [int(r.get("data-cs")) for r in rows] == sorted(profile.call_sites["call_site"])
-    for site in profile.call_sites["call_site"]:
-        assert tree.get_element_by_id(f"t-cs-{site}") is not None
-        assert [op for op, _ in data["cs"][str(site)]["ops"]] == [op for op, _ in ops_of_call_site(profile.graph, int(site))]
+    # every call site's drill-down (the viewer builds it from its record): its source ops, and each of its
+    # executions in its histogram
+    for row in profile.call_sites.itertuples():
+        record = data["cs"][str(row.call_site)]
+        assert [op for op, *_ in record["ops"]] == [op for op, _ in ops_of_call_site(profile.graph, int(row.call_site))]
+        count = int(row.count) if row.count == row.count else 0  # NaN: not timed
+        assert record["t"][0] == count == (sum(record["h"][3]) if record["h"] else 0)
     # every executable's source is there once, its lines marked with the ops they came from
     exe_templates = tree.xpath("//template[starts-with(@id, 't-x')]")
     assert len(exe_templates) == len(nodes_of_kind(profile.graph, "executable"))
@@ -215,7 +219,7 @@ def test_cli_rebuilds_report_and_trace(example_profiles, tmp_path, capsys):
 
 
 def test_viewer_assets_are_found():
-    assert (viewer_dir() / "report.js").is_file() and (viewer_dir() / "report.css").is_file()
+    assert all((viewer_dir() / name).is_file() for name in ("report.css", "drill.js", "report.js"))
 
 
 def test_strip_locations_keeps_lines_and_strings():

@@ -2,13 +2,15 @@
 
 Profiles the convnet example for real (fused producers, call stacks, a shared executable), opens its
 report from a file:// URL, and checks what a user sees: selecting a line highlights exactly the call
-sites the provenance graph gives for it, the dispatch table sorts, a drill-down opens with its source
-ops and executable source, a graph node lights up its neighbourhood. A program full of markup in its
+sites the provenance graph gives for it, the dispatch table sorts, a drill-down (built by the viewer from
+the page's data) opens with call_sites.csv's numbers, its source ops and executable source, a graph
+node lights up its neighbourhood. A program full of markup in its
 names, locations and files shows it literally and runs nothing. Screenshots go to tests/_output/.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tests.conftest import OUTPUT, run_profile
 from tests.test_report import WEIRD_FILE_NAME, WEIRD_NAME, weird_program
 from tracelink.provenance.graph import call_sites_of_line, ops_of_call_site
 from tracelink.report import build_report
+from tracelink.report.fmt import ns, pct, rate
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -179,6 +182,53 @@ def test_drill_down_shows_the_dispatch(browser, convnet):
         assert not panel.is_visible()
         opened.page.click(f"#cs-{max(shared[0])}")
         assert "shared by" in opened.eval("document.getElementById('panel-body').textContent")
+    opened.check_clean()
+
+
+# a drill-down's cards, label → value, and its source-op rows: [op, role, share, line keys]
+DRILL_CARDS = """Object.fromEntries([...document.querySelectorAll('#panel .drill > .cards .card')]
+    .map(c => [c.querySelector('.muted').textContent, c.querySelector('.big').textContent]))"""
+DRILL_OPS = """[...document.querySelectorAll('#panel .ops-table tbody tr')].map(r => [r.dataset.op, r.querySelector('.role').textContent,
+    r.querySelector('.heat').textContent, [...r.querySelectorAll('a.lnk')].map(a => a.dataset.k)])"""
+
+
+def test_drill_down_numbers_are_the_profiles(browser, convnet):
+    """Each call site's drill-down, built by the viewer from the page's data, shows call_sites.csv's numbers
+    as the page's Python writes them (fmt.py), and its source ops, roles and shares as the provenance graph
+    gives them, with their lines."""
+    profile, report = convnet
+    opened = Opened(browser, report)
+    data = data_of(opened)
+    timed = profile.call_sites[profile.call_sites["count"] > 0]
+    assert len(timed) >= 3
+    for row in timed.itertuples():
+        site = int(row.call_site)
+        opened.page.click(f"#cs-{site}")
+        assert opened.eval("document.querySelector('#panel .drill h3').textContent") == f"Call site #{site}"
+        cards = opened.eval(DRILL_CARDS)
+        assert (cards["executions"], cards["mean"], cards["p50"], cards["of dispatch time"]) == (str(int(row.count)), ns(row.mean_ns), ns(row.median_ns), pct(row.share))
+        assert cards["p10 – p90"] == f"{ns(row.p10_ns)} – {ns(row.p90_ns)}" and cards["total"] == ns(row.total_ns)
+        assert opened.eval("[...document.querySelectorAll('#panel .charts svg rect.hb[data-n]')].reduce((n, r) => n + Number(r.dataset.n), 0)") == row.count
+        edges = {source: edge for source, _, edge in profile.graph.in_edges(f"cs:{site}", data=True) if edge.get("kind") == "feeds"}
+        weight = sum(float(edge.get("weight", 0.0)) for edge in edges.values())
+        expected = [[op, role, pct(float(edges.get(op, {}).get("weight", 0.0)) / weight if weight else float(role == "root")), data["ops"][op]["ln"][:6]]
+                    for op, role in ops_of_call_site(profile.graph, site)]
+        assert opened.eval(DRILL_OPS) == expected != []
+        opened.page.keyboard.press("Escape")
+    opened.check_clean()
+
+
+def test_the_viewers_numbers_are_the_pages(browser, convnet):
+    """The viewer formats numbers as fmt.py does: Python's rounding (half to even, where JavaScript's
+    toFixed rounds ties up) and its ``g`` format (no trailing zeros, two-digit exponents)."""
+    _, report = convnet
+    opened = Opened(browser, report)
+    draw = random.Random(7)
+    values = [0.0, 0.5, 1.5, 2.5, 12.5, 999.5, 1000.0, 1125.0, 1135.0, 99950.0, 99960.0, 1.25e6, 2.5e-5, 123456789.0, 1e21 / 3, -12.5]
+    values += [round(draw.lognormvariate(8, 6), draw.randint(0, 3)) for _ in range(300)] + [draw.randint(1, 4000) / 8 for _ in range(100)]
+    shown = opened.eval("""values => { const f = tracelinkDrill({files: []}).format;
+        return values.map(v => [f.ns(v), f.pct(v / 1000), f.rate(v, 'GB/s'), f.fixed(v, 2), f.general(v, 4)]); }""", values)
+    assert shown == [[ns(v), pct(v / 1000), rate(v, "GB/s"), f"{v:.2f}", f"{v:.4g}"] for v in values]
     opened.check_clean()
 
 

@@ -62,8 +62,8 @@ def contract_errors(value, kind=ViewerData, path: str = "data") -> list[str]:
         if not isinstance(value, list):
             return [f"{path}: not an array"]
         return [error for position, item in enumerate(value) for error in contract_errors(item, get_args(kind)[0], f"{path}[{position}]")]
-    allowed = {float: (int, float), int: (int,), str: (str,)}[kind]
-    return [] if isinstance(value, allowed) and not isinstance(value, bool) else [f"{path}: {value!r:.80} is not {kind.__name__}"]
+    allowed = {float: (int, float), int: (int,), str: (str,), bool: (bool,)}[kind]
+    return [] if isinstance(value, allowed) and isinstance(value, bool) == (kind is bool) else [f"{path}: {value!r:.80} is not {kind.__name__}"]
 
 
 def contract_path(path: list[str]) -> tuple[str, ...] | str:
@@ -126,13 +126,15 @@ def test_every_key_of_the_contract_is_documented():
 def test_the_check_finds_what_breaks_the_contract():
     """The checks can fail: an extra key, a missing one, a wrong type, a record of the wrong length, a read of an unknown key."""
     line = {"s": 0.5, "t": 10.0, "cs": [[0, "r"]], "ops": ["op"]}
-    data = {"files": [], "lines": {"f0:1": line}, "ops": {}, "cs": {}, "exe": {},
+    data = {"files": [], "lines": {"f0:1": line}, "ops": {}, "cs": {}, "tx": [], "ex": {}, "exe": {},
             "graph": {"views": {}, "succ": {}, "pred": {}, "dims": dict.fromkeys(("top", "nodeH", "header", "gap", "opX", "opW"), 1)}}
     assert contract_errors(data) == []
     assert contract_errors({**data, "extra": 1}) == ["data.extra: not in the contract (ViewerData)"]
     assert contract_errors({key: value for key, value in data.items() if key != "exe"}) == ["data.exe: missing (ViewerData)"]
     assert contract_errors({**data, "lines": {"f0:1": {**line, "s": "half"}}})
     assert contract_errors({**data, "lines": {"f0:1": {**line, "cs": [[0, "r", 1]]}}})
+    assert contract_errors({**data, "exe": {"x0": {"name": "e", "cs": [0], "source": 1, "dumped": 0}}})  # a number is no bool
+    assert contract_errors({**data, "exe": {"x0": {"name": "e", "cs": [0], "source": True, "dumped": 0}}}) == []
     assert read_error(["lines", "f0:1", "cs", "0", "1"]) is None
     assert read_error(["graph", "views", "full", "nodes", "cs:0", "3"]) is None
     assert read_error(["cs", "0", "share"]) == "cs.0.share: CallSiteRecord has no key 'share'"
@@ -190,6 +192,12 @@ def test_the_viewer_reads_the_keys_of_the_contract_and_no_other(browser, convnet
     page.click("#line-sites a.chip[data-cs]")
     assert page.locator("#panel").is_visible()
     page.keyboard.press("Escape")
+    # the drill-down of a call site whose executable others run too (it names them)
+    data = page_data(report)
+    shared = next(executable["cs"][-1] for executable in data["exe"].values() if len(executable["cs"]) > 1)
+    page.click(f"#cs-{shared}")
+    assert page.locator("#panel .drill .chip").count() >= 2
+    page.keyboard.press("Escape")
     # the graph: a call site and an op (neighbourhoods), groups folded and unfolded, the minimap, search
     page.click("#graph-svg .node[data-id^='cs:']")
     page.click("#graph-svg .grp .node")
@@ -203,7 +211,7 @@ def test_the_viewer_reads_the_keys_of_the_contract_and_no_other(browser, convnet
     page.close()
     assert errors == []
     assert [read for read in reads if read_error(read)] == [], [read_error(read) for read in reads if read_error(read)]
-    # and reads every key of it: the data holds nothing the viewer does not use (but a diff's gains and
-    # a big page's packed templates, which this page has not)
+    # and reads every key of it: the data holds nothing the viewer does not use (but a diff's gains, a
+    # big page's packed templates and a collector's counters, which this page has not)
     unread = contract_paths() - {contract_path(read) for read in reads}
-    assert {path for path in unread if path[0] not in ("gains", "packed")} == set()
+    assert {path for path in unread if path[0] not in ("gains", "packed") and path != ("cs", "*", "k", "*")} == set()

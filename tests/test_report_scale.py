@@ -11,21 +11,15 @@ and the lines fused with it. Screenshots go to tests/_output/.
 
 from __future__ import annotations
 
-import base64
-import gzip
-import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from lxml import html as lxml_html
 
 from tests.conftest import OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tests.test_report_contract import contract_errors, page_data
-from tracelink.report import build_report, html
-from tracelink.report.html import render_report
+from tracelink.report import build_report
 from tracelink.report.source_view import TEMPLATE_FILE_LINES
 from tracelink.report.layout import HOT_SHARE, HOT_SITES_MAX, name_scope
 
@@ -309,22 +303,3 @@ def test_ops_group_by_name_scope():
     assert name_scope("layer1.0.conv1") == "layer1"
     assert name_scope("layer250.fc") == "layer250"
     assert name_scope("fc") == "" and name_scope("") == ""
-
-
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, when an earlier test loaded it: hidden from the page here
-def test_drill_downs_built_beside_the_page_are_those_the_page_builds(big, monkeypatch):
-    """From DRILLS_APART_AT call sites on, a forked child builds two thirds of the drill-downs: the same
-    templates, by id, as a page that builds them all."""
-    profile, _ = big
-    monkeypatch.delitem(sys.modules, "jax", raising=False)  # with JAX loaded the child's work would run in the page
-    apart = packed_templates(render_report(profile))
-    monkeypatch.setattr(html, "DRILLS_APART_AT", len(profile.call_sites) + 1)
-    assert packed_templates(render_report(profile)) == apart
-    assert sum(name.startswith("t-cs-") for name in apart) == LAYERS
-
-
-def packed_templates(page: str) -> dict[str, bytes]:
-    """The page's packed templates, by id."""
-    data = json.loads(lxml_html.fromstring(page).get_element_by_id("tl-data").text)
-    markup = gzip.decompress(base64.b64decode(data["packed"])).decode()
-    return {template.get("id"): lxml_html.tostring(template) for template in lxml_html.fragment_fromstring(markup, create_parent="div")[0]}

@@ -53,7 +53,8 @@ def hook(profiles):
 
 
 def drill(tree, site: int):
-    return tree.get_element_by_id(f"t-cs-{site}")
+    """A call site's workgroups: the template the viewer adds to its drill-down."""
+    return tree.get_element_by_id(f"t-wg-{site}")
 
 
 # Per-workgroup views (hook collector) ----------------------------------------------------------------

@@ -1,10 +1,11 @@
 /* tracelink report viewer: the interactions of report.html (no framework, no network).
  *
- * The page is complete without this script; it adds: selecting a source line (highlights the call
- * sites it feeds and the lines fused with it), sorting and filtering the dispatch table, the
- * drill-down panel, and the provenance graph's neighbourhoods, search and collapsible groups.
- * Program text only ever reaches the page through textContent (never innerHTML); the one markup the
- * script parses is a big report's packed templates, the report's own (escaped) markup.
+ * The page shows without script but for the drill-downs (built by drill.js, which comes before this
+ * in the page's script); this adds: selecting a source line (highlights the call sites it feeds and
+ * the lines fused with it), sorting and filtering the dispatch table, the drill-down panel, and the
+ * provenance graph's neighbourhoods, search and collapsible groups. Program text only ever reaches the
+ * page through textContent (never innerHTML); the one markup the script parses is a big report's
+ * packed templates, the report's own (escaped) markup.
  */
 (function () {
   'use strict';
@@ -18,36 +19,10 @@
   function $(selector, root) { return (root || document).querySelector(selector); }
   function $$(selector, root) { return Array.prototype.slice.call((root || document).querySelectorAll(selector)); }
 
-  // h('a', {class: 'chip'}, ['text', child]): an element whose text is set safely.
-  function h(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
-    (children || []).forEach(function (child) {
-      node.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
-
-  function fmtNs(value) {
-    if (value === null || value === undefined) { return '–'; }
-    var units = [[1e9, 's'], [1e6, 'ms'], [1e3, 'µs']];
-    for (var i = 0; i < units.length; i++) {
-      if (Math.abs(value) >= units[i][0]) {
-        var scaled = value / units[i][0];
-        return (scaled < 100 ? scaled.toPrecision(3) : scaled.toFixed(0)) + ' ' + units[i][1];
-      }
-    }
-    return value.toFixed(0) + ' ns';
-  }
-  function pct(value) {
-    if (!value) { return '0%'; }
-    return value >= 0.001 ? (value * 100).toFixed(1) + '%' : '<0.1%';
-  }
-  function shortExport(name) {
-    var at = name.indexOf('dispatch_');
-    return at > 0 ? name.slice(at) : name;
-  }
-  var ROLE = { r: 'root', p: 'producer', i: 'init', a: 'absorbed' };
+  // The markup builders and number formats drill.js defines for both (numbers as the page's Python writes them).
+  var kit = tracelinkDrill(D);
+  var h = kit.h, fmtNs = kit.format.ns, pct = kit.format.pct, shortExport = kit.shortExport, filesById = kit.files;
+  var chip = kit.chip, badge = kit.badge, lineName = kit.lineName, lineLink = kit.lineLink;
 
   // Marks: classes added by one kind of selection, removed together.
   function Marks() { this.items = []; }
@@ -61,9 +36,6 @@
   var lineMarks = new Marks(), graphMarks = new Marks(), drillMarks = new Marks();
 
   // Source files and lines ----------------------------------------------------------------------
-  var filesById = {};
-  D.files.forEach(function (file) { filesById[file.id] = file; });
-
   function showFile(fileId) {
     $$('.tab').forEach(function (tab) { tab.classList.toggle('on', tab.getAttribute('data-f') === fileId); });
     $$('.file').forEach(function (view) { view.hidden = view.getAttribute('data-f') !== fileId; });
@@ -71,10 +43,6 @@
   function lineRow(key) {
     var parts = key.split(':');
     return document.getElementById('L-' + parts[0] + '-' + parts[1]);
-  }
-  function lineName(key) {
-    var parts = key.split(':');
-    return filesById[parts[0]].name + ':' + parts[1];
   }
 
   // A big file's lines come as a template (packed with the others in a big report): put in place once the
@@ -114,12 +82,6 @@
     if (scroll && row) { row.scrollIntoView({ block: 'center' }); }
     if (history.replaceState) { history.replaceState(null, '', '#' + (row ? row.id : '')); }
   }
-
-  function chip(index, role) {
-    return h('a', { href: '#', 'class': 'chip' + (role ? ' ' + ROLE[role] : ''), 'data-cs': String(index) }, ['#' + index]);
-  }
-  function badge(role) { return h('span', { 'class': 'role ' + ROLE[role] }, [ROLE[role]]); }
-  function lineLink(key) { return h('a', { href: '#', 'class': 'lnk', 'data-k': key }, [lineName(key)]); }
 
   function lineDetails(key, fused) {
     var box = $('#line-details');
@@ -232,8 +194,7 @@
   // Drill-down panel ----------------------------------------------------------------------------
   function openDrill(index) { withTemplates(function () { showDrill(index); }); }
   function showDrill(index) {
-    var template = document.getElementById('t-cs-' + index);
-    if (!template) { return; }
+    if (!D.cs[index]) { return; }
     var panel = $('#panel');
     panel.hidden = false;
     panel.setAttribute('data-cs', String(index));
@@ -241,7 +202,7 @@
     var body = $('#panel-body');
     body.textContent = '';
     body.scrollTop = 0;
-    body.appendChild(template.content.cloneNode(true));
+    body.appendChild(kit.drill(index));
     var slot = $('.exe-slot', body);
     if (slot) {
       var exeId = slot.getAttribute('data-x');

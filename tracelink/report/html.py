@@ -2,17 +2,21 @@
 
 This module assembles the page: head, top bar, the sections in order (each built by its own module:
 ``summary_section``, ``source_view``, ``dispatches``, ``strategies``, ``zones``, ``graph_view``,
-``audit``, ``glossary``), the drill-down panel and its templates (``drill``), the viewer's assets and
-its data (``viewer_contract``).
+``audit``, ``glossary``), the drill-down panel and the templates its drill-downs show (executable
+sources: ``drill``; a hook profile's workgroups: ``workgroups``), the viewer's assets and its data
+(``viewer_contract``).
 
-The page is rendered in full, so it shows without any script; ``viewer/report.js`` only adds the
-interactions (selecting a line, sorting, drill-downs, graph neighbourhoods), reading the JSON embedded
-in ``<script type="application/json" id="tl-data">``. Every piece of program text goes through lxml
-(escaped); the JSON has ``<``, ``>`` and ``&`` escaped.
+The page is rendered in full, so it shows without any script; the viewer (``viewer/drill.js``,
+``viewer/report.js``) adds the interactions (selecting a line, sorting, drill-downs, graph
+neighbourhoods), reading the JSON embedded in ``<script type="application/json" id="tl-data">``. It
+builds a call site's drill-down from that JSON when it is opened: a reader without script loses
+nothing, as drill-downs in ``<template>`` elements are inert without script all the same (and as markup
+they were most of a big page's elements). Every piece of program text goes through lxml (escaped) or
+the viewer's ``textContent``; the JSON has ``<``, ``>`` and ``&`` escaped.
 
 A big program keeps the page light: the graph shows its hot subgraph (the full one in a template), and
-when the templates (drill-downs, executable sources, full graph) hold much markup they travel packed
-(gzip, base64) in the JSON, unpacked by the viewer when one is first opened.
+when the templates (executable sources, workgroups, full graph, a long file's lines) hold much markup
+they travel packed (gzip, base64) in the JSON, unpacked by the viewer when one is first opened.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.assemble import build_model
 from tracelink.report.audit import audit_section
 from tracelink.report.dispatches import dispatch_section
-from tracelink.report.drill import drill_template, executable_template
+from tracelink.report.drill import executable_template
 from tracelink.report.fmt import clean, el
 from tracelink.report.glossary import glossary_section
 from tracelink.report.graph_view import graph_section
@@ -43,18 +47,14 @@ from tracelink.report.sources import SourcePolicy
 from tracelink.report.strategies import strategies_section
 from tracelink.report.summary_section import summary_section
 from tracelink.report.viewer_contract import viewer_data
+from tracelink.report.workgroups import workgroup_templates
 from tracelink.report.zones import runtime_section
-from tracelink.tools import InChildProcess
 
-ASSETS = ("report.css", "report.js")
+# The stylesheet, then the scripts, inlined in this order into one script element (report.js uses what drill.js defines).
+ASSETS = ("report.css", "drill.js", "report.js")
 
-# Templates (drill-downs, executable sources, full graph) with more markup than this are packed.
+# Templates (executable sources, workgroups, full graph, long files) with more markup than this are packed.
 PACK_BYTES = 200_000
-# From this many call sites on, two thirds of their drill-downs (which are most of a big page's elements:
-# 107,000 of 150,000 for 606 call sites) are built by a forked child while the page builds its sections
-# and the other third (the two took about as long on this 2-core VM). Each drill-down is over 2 kB of
-# markup, so the templates are then packed whatever else they hold.
-DRILLS_APART_AT = 200
 
 
 def viewer_dir() -> Path:
@@ -98,30 +98,21 @@ def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
 def page(model: ReportModel, layouts: dict[str, GraphLayout]) -> etree._Element:
     """The whole page: the sections, the panel and the templates, the viewer's data and assets inlined."""
     css, js = viewer_assets()
-    apart = model.call_sites[: len(model.call_sites) * 2 // 3] if len(model.call_sites) >= DRILLS_APART_AT else []
-    drills_apart = InChildProcess(lambda: drill_markup(model, apart), "tracelink-drills") if apart else None
     root = el(None, "html", lang="en")
     head(root, model, css)
     body = el(root, "body")
     top_bar(body, model)
     main = el(body, "main")
     templates = etree.Element("div", id="templates", hidden="hidden")  # filled here, added to the body below
-    try:
-        sections(main, model, layouts, templates)
-        el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
-        drill_panel(body)
-        for site in model.call_sites[len(apart):]:
-            drill_template(templates, model, site)
-        for executable in model.executables.values():
-            executable_template(templates, model, executable)
-        viewer = viewer_data(model, layouts)
-        markup = lxml_html.tostring(templates, encoding="unicode", method="html")
-        if drills_apart is not None:  # the templates' order does not matter: the viewer finds each by its id
-            markup = markup.removesuffix("</div>") + drills_apart.wait() + "</div>"
-    except BaseException:
-        if drills_apart is not None:
-            drills_apart.cancel()
-        raise
+    sections(main, model, layouts, templates)
+    el(body, "footer", class_="foot", text=f"tracelink {__version__} · report of {clean(str(model.profile.directory))} · opens offline; trace.json opens in ui.perfetto.dev")
+    drill_panel(body)
+    for executable in model.executables.values():
+        executable_template(templates, model, executable)
+    if model.workgroups is not None:
+        workgroup_templates(templates, model.workgroups)
+    viewer = viewer_data(model, layouts)
+    markup = lxml_html.tostring(templates, encoding="unicode", method="html")
     if len(markup) > PACK_BYTES:
         viewer["packed"] = packed(markup)
         del templates[:]  # the viewer fills it back when unpacking
@@ -146,22 +137,16 @@ def sections(main, model: ReportModel, layouts: dict[str, GraphLayout], template
     glossary_section(main)
 
 
-def drill_markup(model: ReportModel, sites: list[dict]) -> str:
-    """The drill-down templates of ``sites``, as markup."""
-    holder = etree.Element("div")
-    for site in sites:
-        drill_template(holder, model, site)
-    return "".join(lxml_html.tostring(template, encoding="unicode", method="html") for template in holder)
-
-
 def viewer_assets() -> tuple[str, str]:
-    """The viewer's stylesheet and script, checked to be safe to inline."""
+    """The viewer's stylesheet and its scripts (one text), checked to be safe to inline."""
     assets = viewer_dir()
-    css, js = ((assets / name).read_text() for name in ASSETS)
-    for name, text, closing in (("report.css", css, "</style"), ("report.js", js, "</script")):
+    texts = {name: (assets / name).read_text() for name in ASSETS}
+    for name, text in texts.items():
+        closing = "</style" if name.endswith(".css") else "</script"
         if closing in text.lower():
             raise TracelinkError(f"{assets / name}: must not contain '{closing}'")
-    return css, js
+    css, *scripts = texts.values()
+    return css, "\n".join(scripts)
 
 
 def program_name(model: ReportModel) -> str:
@@ -208,7 +193,7 @@ def drill_panel(body) -> None:
 def packed(markup: str) -> str:
     """The templates' markup, gzip-compressed and base64-encoded, for the viewer to unpack when first needed.
 
-    A big report's drill-downs, executable sources and full graph are most of its bytes and of the
+    A big report's executable sources, full graph and long files are most of its bytes and of the
     nodes the browser would parse at load; packed, they cost a few percent of that (the markup is
     repetitive) and nothing until a drill-down or the full graph is opened. Level 6, not 9: on a
     424-call-site page (8 MB of markup) it packs in half the time (0.04 s) into 5 % more bytes.

@@ -1,4 +1,4 @@
-"""Inline SVG charts of the report: runtime histogram, per-iteration bars, iteration strip, the graph."""
+"""Inline SVG charts of the report: workgroup histogram, iteration strip, live bytes, the graph, heat map, roofline."""
 
 from __future__ import annotations
 
@@ -13,18 +13,28 @@ def svg_root(width: float, height: float, label: str, class_: str = "chart") -> 
     return el(None, "svg", {"viewBox": f"0 0 {width:g} {height:g}", "width": f"{width:g}", "height": f"{height:g}", "role": "img", "aria-label": label, "class": class_})
 
 
-def histogram(durations: np.ndarray, width: float = 400, height: float = 150, what: str = "execution") -> etree._Element:
-    """Distribution of one call site's execution (or workgroup) times; each bar's count in ``data-n``."""
-    root = svg_root(width, height, f"histogram of {what} times")
-    left, right, top, bottom = 54, 10, 16, 28
-    if len(durations) == 0:
-        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, f"no {what}s recorded")
-        return root
+def histogram_bins(durations: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Times (at least one) binned: the counts, the bin edges (6 to 30 equal bins from the shortest to the
+    longest) and the median."""
     low, high = float(durations.min()), float(durations.max())
     if high <= low:
         high = low + 1.0
     bins = int(min(30, max(6, np.ceil(np.sqrt(len(durations)) * 2))))
     counts, edges = np.histogram(durations, bins=bins, range=(low, high))
+    return counts, edges, float(np.median(durations))
+
+
+def histogram(durations: np.ndarray, width: float = 400, height: float = 150, what: str = "execution") -> etree._Element:
+    """Distribution of a call site's workgroup (or execution) times; each bar's count in ``data-n``.
+
+    ``viewer/drill.js`` draws a drill-down's histogram of execution times the same way, from the same bins."""
+    root = svg_root(width, height, f"histogram of {what} times")
+    left, right, top, bottom = 54, 10, 16, 28
+    if len(durations) == 0:
+        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, f"no {what}s recorded")
+        return root
+    counts, edges, median = histogram_bins(durations)
+    low, high, bins = float(edges[0]), float(edges[-1]), len(counts)
     peak = max(int(counts.max()), 1)
     plot_w, plot_h = width - left - right, height - top - bottom
     bar_w = plot_w / bins
@@ -37,7 +47,6 @@ def histogram(durations: np.ndarray, width: float = 400, height: float = 150, wh
         el(bar, "title", None, f"{ns(edges[i])} – {ns(edges[i + 1])}: {int(count)} {what}{'s' if count != 1 else ''}")
     for value, anchor, x in ((low, "start", left), (high, "end", left + plot_w)):
         el(root, "text", {"x": x, "y": height - 8, "text-anchor": anchor, "class": "tick"}, ns(value))
-    median = float(np.median(durations))
     mx = left + plot_w * (median - low) / (high - low)
     el(root, "line", {"x1": f"{mx:.1f}", "y1": top, "x2": f"{mx:.1f}", "y2": top + plot_h, "class": "marker"})
     anchor = "start" if mx < left + plot_w * 0.7 else "end"
@@ -47,33 +56,6 @@ def histogram(durations: np.ndarray, width: float = 400, height: float = 150, wh
     return root
 
 
-def per_iteration(series: list[tuple[int, float]], width: float = 400, height: float = 150) -> etree._Element:
-    """One call site's time in each iteration (call of the function), as bars in run order."""
-    root = svg_root(width, height, "time per iteration")
-    left, right, top, bottom = 54, 10, 16, 28
-    if not series:
-        el(root, "text", {"x": width / 2, "y": height / 2, "text-anchor": "middle", "class": "muted"}, "no iterations recorded")
-        return root
-    first, last = series[0][0], series[-1][0]
-    buckets = bucketed(series, MAX_BARS)
-    peak = max(value for _, _, value in buckets) or 1.0
-    plot_w, plot_h = width - left - right, height - top - bottom
-    step = plot_w / len(buckets)
-    el(root, "line", {"x1": left, "y1": top + plot_h, "x2": left + plot_w, "y2": top + plot_h, "class": "axis"})
-    for position, (low, high, value) in enumerate(buckets):
-        bar_h = max(plot_h * value / peak, 1.0)
-        bar = el(root, "rect", {"x": f"{left + position * step + 0.5:.1f}", "y": f"{top + plot_h - bar_h:.1f}", "width": f"{max(step - 1.5, 1):.1f}", "height": f"{bar_h:.1f}", "class": "hb"})
-        el(bar, "title", None, f"iteration {low}: {ns(value)}" if low == high else f"iterations {low}–{high}: {ns(value)} on average")
-    el(root, "text", {"x": left, "y": height - 8, "class": "tick"}, f"iteration {first}")
-    if len(buckets) < len(series):
-        el(root, "text", {"x": left + plot_w / 2, "y": height - 8, "text-anchor": "middle", "class": "tick"}, f"mean of every {len(series) // len(buckets)}+")
-    el(root, "text", {"x": left + plot_w, "y": height - 8, "text-anchor": "end", "class": "tick"}, f"{last}")
-    el(root, "text", {"x": left - 4, "y": top + 8, "text-anchor": "end", "class": "tick"}, ns(peak))
-    el(root, "text", {"x": left - 4, "y": top + plot_h, "text-anchor": "end", "class": "tick"}, "0")
-    return root
-
-
-MAX_BARS = 100  # longer runs are shown as the mean of consecutive iterations
 MAX_TITLED = 400  # dispatches up to which each gets its own hover target in the live-bytes chart
 
 
@@ -112,17 +94,6 @@ def live_bytes(timeline: list[int], peak_at: int, labels: dict[int, str], width:
     el(root, "text", {"x": left - 4, "y": top + 8, "text-anchor": "end", "class": "tick"}, size(peak))
     el(root, "text", {"x": left - 4, "y": top + plot_h, "text-anchor": "end", "class": "tick"}, "0")
     return root
-
-
-def bucketed(series: list[tuple[int, float]], limit: int) -> list[tuple[int, int, float]]:
-    """(first iteration, last iteration, mean) of at most ``limit`` runs of consecutive iterations."""
-    count = len(series)
-    groups = min(count, limit)
-    out = []
-    for group in range(groups):
-        part = series[group * count // groups : (group + 1) * count // groups]
-        out.append((part[0][0], part[-1][0], sum(v for _, v in part) / len(part)))
-    return out
 
 
 def iteration_strip(dispatches: list[dict], shares: dict[int, float], labels: dict[int, str], width: float = 1000, height: float = 58) -> etree._Element:

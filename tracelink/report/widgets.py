@@ -63,10 +63,6 @@ def number_text(value) -> str:
     return f"{float(value):.6g}"
 
 
-def badge(role: str):
-    return el(None, "span", class_=f"role {role}", text=role)
-
-
 def grid_table(parent, labels: Sequence[str], class_: str = "grid", titles: Sequence[str | None] = (), **attributes) -> etree._Element:
     """A table with a header row of plain ``labels`` (``titles``: their tooltips); returns its (empty) ``tbody``."""
     table = el(parent, "table", class_=class_, **attributes)

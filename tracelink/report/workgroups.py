@@ -143,13 +143,17 @@ def format_counter(name: str, value: float | None) -> str:
 # Markup --------------------------------------------------------------------------------------------
 
 
-def workgroup_drill(parent, data: WorkgroupData, index: int) -> None:
+def workgroup_templates(parent, data: WorkgroupData) -> None:
+    """Each call site's workgroups, a template (``t-wg-<call site>``) the viewer adds to its drill-down
+    (built in the browser from the page's data; these views stay markup, only hook profiles have them)."""
+    for index, site in data.sites.items():
+        workgroup_drill(el(parent, "template", id=f"t-wg-{index}"), site)
+
+
+def workgroup_drill(parent, site: WorkgroupSite) -> None:
     """A call site's workgroups in its drill-down: cards, duration histogram, heat map, counters, threads."""
-    site = data.sites.get(index)
-    if site is None:
-        return
     count_x, count_y, count_z = site.heat.grid
-    box = el(parent, "div", class_="workgroups", data_cs=index)
+    box = el(parent, "div", class_="workgroups", data_cs=site.call_site)
     el(box, "h4", None, "Workgroups (hook collector)")
     el(box, "p", class_="note", text=(
         f"{len(site.durations)} workgroup runs over {site.iterations} iteration{'s' if site.iterations != 1 else ''}, "
