@@ -1,8 +1,8 @@
 """Memory events of one call: a short run of its own under ``--device_profiling_mode=memory-events``.
 
-The capture is a separate ``iree-run-module`` run of the function, once, before the timed run (while
-the provenance graph is built): so the memory records never share a profiling session with the timed
-dispatches, nor its run the machine with them, and one call is what the
+The capture is a separate ``iree-run-module`` run of the function, once, after the timed run (its
+tools ended, while its events are read and aggregated): so the memory records never share a profiling
+session with the timed dispatches, nor its run the machine with them, and one call is what the
 peak is about (``iree-benchmark-module`` keeps every call's result open, so over several calls the
 high water grows with the calls). The bundle is exported as ireeperf-jsonl like
 the HAL profile (:func:`tracelink.collect.hal.read_records`) and read here.
