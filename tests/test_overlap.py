@@ -19,9 +19,11 @@ from tracelink.compile import CompileOptions, PendingCompile, dumped_phases
 from tracelink.errors import TracelinkError
 from tracelink.options import ProfileOptions
 from tracelink.provenance.build import build_provenance
+from tracelink.provenance.executables import source_dumps
 from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.program import read_input_program
 from tracelink.provenance_job import ProvenanceJob
+from tracelink.report.textmap import PARSED_DUMPS
 from tracelink.tools import InChildProcess, open_files
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -54,10 +56,14 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
     for phase, read in waited:
         assert read == next(phases.glob(f"*.{phase}.mlir")).read_bytes(), phase
     # inputs, then the graph; in a thread of its own, the stream plan, then the executables' sources
-    beside_graph = ("stream", "executable-sources")
-    assert [phase for phase, _ in waited if phase not in beside_graph] == ["input", "input", "flow", "executable-targets", "hal"]
+    beside_graph = ("stream", "executable-configurations")
+    assert [phase for phase, _ in waited if phase not in beside_graph] == ["input", "input", "flow", "hal"]
     assert [phase for phase, _ in waited if phase in beside_graph] == list(beside_graph)
     assert json.loads((out / "provenance.json").read_text()) == graph_document(after.graph, tmp_path)
+    # the executables' sources the report shows were parsed beside the compiler, each of them
+    sources = source_dumps(out / "artifacts" / "executables")
+    parsed = {key[0] for key in PARSED_DUMPS}
+    assert sources and all(path.resolve() in parsed for path in sources)
     assert [site.export for site in beside.call_sites] == [site.export for site in after.call_sites]
 
 

@@ -1,4 +1,4 @@
-"""One function's run inputs and provenance graph, built in a background thread.
+"""One function's run inputs, provenance graph and memory plan, built in background threads.
 
 Started while the compiler runs, the job reads each dump once the compiler has written it whole
 (:meth:`~tracelink.compile.PendingCompile.wait_for_phase`): the compiler keeps about one core busy, so on
@@ -45,7 +45,7 @@ class BuiltProvenance:
 
 class ProvenanceJob:
     """Inputs, then the provenance graph of ``entry`` (written to ``out``), in a background thread; the
-    stream phase's memory plan in another.
+    stream phase's memory plan, then the executables' sources parsed for the report, in another.
 
     ``compiled`` gives the build, waiting for the compiler if it still runs; ``ready(phase)`` returns
     once that phase's dump is whole.
@@ -85,7 +85,7 @@ class ProvenanceJob:
         self.ready("stream")
         plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)
         if self.options.embed_sources:  # else the report shows no dump
-            self.ready("executable-sources")
+            self.ready("executable-configurations")  # the sources are written before, and the configured dumps naming them
             warm_dump_texts(self.source.path, artifacts / "executables")
         return plan
 

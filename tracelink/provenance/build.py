@@ -48,7 +48,7 @@ def build_provenance(
 
     ``ready(phase)`` returns once that phase's dump is whole, so the graph can be built while the compiler
     still runs: the dumps are read in the compiler's order (the executable dumps are whole with the
-    ``executable-targets`` phase).
+    ``hal`` phase, which serializes the executables).
     """
     context = new_context()
     phases = artifacts / "phases"
@@ -58,9 +58,10 @@ def build_provenance(
     ready("flow")
     regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes,
                            constants_of_run, artifacts / "executables")
-    ready("executable-targets")
-    exports = read_exports(artifacts / "executables", artifacts, context)
+    # the executables' binaries and GPU intermediates are written when the hal phase serializes them,
+    # after the executable-targets phase's dump: every executable dump is whole with the hal phase's
     ready("hal")
+    exports = read_exports(artifacts / "executables", artifacts, context)
     hal_module = parse_file(phase_dump(phases, "hal"), context)
     call_sites = read_call_sites(hal_module, entry, normalise)
     graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), costs)
