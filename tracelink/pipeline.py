@@ -271,9 +271,8 @@ class MemoryRun:
         self._run = InBackground(self._capture, "tracelink-memory")
 
     def result(self) -> Path:
-        """The exported memory events (the run started when it was not)."""
-        if self._run is None:
-            self.start()
+        """The exported memory events; the run was started when the timed run's tools ended."""
+        assert self._run is not None, "the memory run is started by the timed run's end"
         return self._run.result()
 
     def cancel(self) -> None:
