@@ -18,6 +18,8 @@ from tests.conftest import EXAMPLES
 from tests.test_safety import disk_bytes, small_disk
 from tracelink.errors import TracelinkError
 from tracelink.cli import main
+from tracelink.compile.benchmarks import ensure_benchmark_dumps
+from tracelink.profile_dir import load_profile
 
 CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")
 
@@ -263,9 +265,23 @@ def test_report_on_a_directory_that_is_no_profile_leaves_nothing(tmp_path, capsy
 def test_a_full_disk_in_repro_names_the_file_and_leaves_no_half_file(base_profile, tmp_path, capsys):
     with small_disk(tmp_path / "disk", disk_bytes(base_profile) + (1 << 20)) as disk:
         directory = copy_of(base_profile, disk)
+        ensure_benchmark_dumps(directory / "artifacts", load_profile(directory).exports["benchmark_file"])  # repro's first write is its own
         (disk / "filler2").write_bytes(b"\0" * shutil.disk_usage(disk).free)  # not a byte left
         assert main(["repro", str(directory), "0"]) == 1
         line = one_line_error(capsys)
         folder = directory / "repro" / "call_site_0"
         assert f"{folder / 'dispatch.mlir'}: cannot write (No space left on device)" in line, line
         assert not (folder / "dispatch.mlir").exists() and not list(folder.glob(".*"))
+
+
+def test_a_full_disk_writing_the_benchmark_dumps_names_the_file_and_leaves_no_folder(base_profile, tmp_path, capsys):
+    with small_disk(tmp_path / "disk", disk_bytes(base_profile) + (1 << 20)) as disk:
+        directory = copy_of(base_profile, disk)
+        for dump in (directory / "artifacts" / "executables").glob("*_benchmark.mlir"):
+            dump.unlink()  # as the profile wrote it: the first command needing them writes them
+        (disk / "filler2").write_bytes(b"\0" * shutil.disk_usage(disk).free)
+        assert main(["repro", str(directory), "0"]) == 1
+        line = one_line_error(capsys)
+        assert f"{directory / 'artifacts'}" in line and "No space left on device" in line, line
+        assert not list((directory / "artifacts").glob(".benchmarks.*"))
+        assert not list((directory / "artifacts" / "executables").glob("*_benchmark.mlir"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from tracelink.errors import TracelinkError
 from tracelink.aggregate import attribution
 from tracelink.atomic import copy_atomic, make_directory, write_text_atomic
+from tracelink.compile.benchmarks import ensure_benchmark_dumps
 from tracelink.compile.targets import target_flags
 from tracelink.outdir import REPRO_HEADER, claim_output_directory, locked
 from tracelink.profile_dir import Profile, load_profile
@@ -147,8 +148,9 @@ def write_repro(profile: Profile, site: int, output: Path) -> Path:
     if not isinstance(dump, str) or not dump:
         raise TracelinkError(f"{profile.directory}: no benchmark dump of {row['export']} (exports.csv benchmark_file)")
     source = profile.artifacts / dump
+    ensure_benchmark_dumps(profile.artifacts, [dump])
     if not source.is_file():
-        raise TracelinkError(f"{source}: benchmark dump missing from the profile directory")
+        raise TracelinkError(f"{source}: IREE wrote no benchmark dump of {row['export']}")
     function = benchmark_function(source)
     steps = commands(function, profile.summary["target"], int(min(1000, max(1, BATCH_NS // max(float(row["median_ns"]), 1.0)))))
     copy_atomic(source, output / "dispatch.mlir")

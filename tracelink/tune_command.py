@@ -350,7 +350,6 @@ def _profile_builder(base, console):
     its own profile for the per-line table and the tile search."""
     def build(flags: list[str], directory: Path, program: Path | None = None) -> Path:
         from tracelink.atomic import remove_path
-        from dataclasses import fields
 
         from tracelink.compile import CompileOptions
         from tracelink.options import ProfileOptions
@@ -358,10 +357,7 @@ def _profile_builder(base, console):
         from tracelink.profile_dir import load_profile
         from tracelink.tune.diff import run_inputs, run_parameters
 
-        recorded = base.manifest.get("compiler", {}).get("options", {})
-        compile_options = CompileOptions(**{f.name: recorded[f.name] for f in fields(CompileOptions) if f.name in recorded})
-        if compile_options.tuning_spec:
-            compile_options.tuning_spec = Path(compile_options.tuning_spec)
+        compile_options = CompileOptions.from_record(base.manifest.get("compiler", {}).get("options", {}))
         compile_options.extra_flags = [*compile_options.extra_flags, *flags]
         summary = base.summary
         options = ProfileOptions(function=summary["function"], inputs=run_inputs(base), parameters=run_parameters(base),

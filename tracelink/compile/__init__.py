@@ -2,8 +2,9 @@
 
 One compiler invocation gives the deployable module, the program after each phase (the `hal` phase
 holds every dispatch call site with its location and workgroup count) and the executable dumps
-(sources, configured sources, standalone benchmarks, binaries). Everything lands in `artifacts/`,
-with a manifest of flags, tool versions and timings.
+(sources, configured sources, binaries). Everything lands in `artifacts/`, with a manifest of flags,
+tool versions and timings. The standalone benchmark dumps are written later, when a command needs
+them (:mod:`tracelink.compile.benchmarks`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
@@ -39,6 +40,15 @@ class CompileOptions:
     link_embedded: bool = True  # False builds system shared libraries (needed by the perf hook)
     extra_flags: list[str] = field(default_factory=list)
     timeout_s: float = 900.0
+
+    @classmethod
+    def from_record(cls, recorded: dict) -> CompileOptions:
+        """The options as a manifest records them (``compiler.options``); keys it does not know are left out."""
+        known = {option.name for option in fields(cls)}
+        options = cls(**{key: value for key, value in recorded.items() if key in known})
+        if options.tuning_spec:
+            options.tuning_spec = Path(options.tuning_spec)
+        return options
 
 
 @dataclass
@@ -71,7 +81,6 @@ def compile_flags(options: CompileOptions, artifacts: Path, dumps: bool = True) 
             f"--dump-compilation-phases-to={artifacts / 'phases'}",
             f"--iree-hal-dump-executable-sources-to={executables}",
             f"--iree-hal-dump-executable-configurations-to={executables}",
-            f"--iree-hal-dump-executable-benchmarks-to={executables}",
             f"--iree-hal-dump-executable-binaries-to={executables}",
         ]
         if device_target(options.device).is_gpu:  # the GPU code in MLIR (SPIR-V for Vulkan); llvm-cpu's would be large .ll/.o

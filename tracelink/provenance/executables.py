@@ -12,6 +12,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from tracelink.compile.benchmarks import benchmark_dump_name
 from tracelink.ir_utils import attr, new_context, parse_file, symbol_name, walk
 from tracelink.provenance.regions import iteration_space, tensor_bytes
 
@@ -28,7 +29,7 @@ class ExportInfo:
     workgroup_size: str
     source_file: str  # the executable's dumped source, relative to the artifacts directory
     configured_file: str
-    benchmark_file: str
+    benchmark_file: str  # its benchmark dump, written when a command first needs it (tracelink.compile.benchmarks)
     target_file: str = ""  # a GPU export's target code in MLIR (SPIR-V for Vulkan), when dumped
     binding_bytes: float | None = None  # bytes of every buffer view it binds, once; None when one is dynamic
 
@@ -47,12 +48,14 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
     exports: dict[str, ExportInfo] = {}
     for configured in sorted(executables_dir.glob(f"{CONFIGURED}*.mlir")):
         stem = configured.name.removeprefix(CONFIGURED)[: -len(".mlir")]
-        benchmarks = sorted(executables_dir.glob(f"{stem}_*benchmark.mlir"))
         module = parse_file(configured, context)
         functions = {symbol_name(op): op for op in walk(module.operation) if op.name == "func.func"}
+        variant = ""
         for op in walk(module.operation):
             if op.name == "hal.executable":
                 executable = symbol_name(op) or stem
+            if op.name == "hal.executable.variant":
+                variant = symbol_name(op) or ""
             if op.name != "hal.executable.export":
                 continue
             name = symbol_name(op) or "?"
@@ -67,7 +70,7 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
                 workgroup_size=str(size) if size is not None else "",
                 source_file=str((executables_dir / f"{stem}.mlir").relative_to(artifacts)),
                 configured_file=str(configured.relative_to(artifacts)),
-                benchmark_file=str(benchmarks[0].relative_to(artifacts)) if benchmarks else "",
+                benchmark_file=str((executables_dir / benchmark_dump_name(stem, variant)).relative_to(artifacts)) if variant else "",
                 target_file=target_code(executables_dir, stem, name, artifacts),
                 binding_bytes=binding_bytes(functions.get(name)),
             )

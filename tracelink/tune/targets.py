@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracelink.compile.benchmarks import ensure_benchmark_dumps
 from tracelink.errors import TracelinkError
 from tracelink.tune.dispatch import Dispatch, load_dispatch, spec_reaches
 
@@ -66,6 +67,8 @@ def examine(row, artifacts: Path) -> Target:
             raise TracelinkError("no time in the timed run (an initializer-only dispatch); nothing to gain")
         if not isinstance(row.benchmark_file, str) or not row.benchmark_file:
             raise TracelinkError("no benchmark dump recorded")
+        if not (artifacts / row.benchmark_file).is_file():
+            raise TracelinkError("IREE wrote no benchmark dump of it")
         target.dispatch = load_dispatch(artifacts / row.benchmark_file)
         source = getattr(row, "source_file", None)
         if isinstance(source, str) and source and not spec_reaches(target.dispatch, artifacts / source):
@@ -106,6 +109,7 @@ def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: P
         if ranked.empty:
             raise TracelinkError(f"{artifacts.parent}/exports.csv: no dispatch named '{name}' "
                                  f"(dispatches: {', '.join(exports['export'].astype(str))})")
+    ensure_benchmark_dumps(artifacts, [name for name in ranked["benchmark_file"] if isinstance(name, str)])
     examined = [examine(row, artifacts) for row in ranked.itertuples()]
     tunable = [t for t in examined if t.dispatch is not None]
     skipped = [t for t in examined if t.dispatch is None]
