@@ -15,7 +15,7 @@ import importlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import networkx as nx
@@ -187,17 +187,22 @@ def profile_function(
         result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
         clock.stop("aggregate", started)
         started = time.perf_counter()
-        # the trace and the pprof profile are written by a forked child, beside the report
-        side_files = InChildProcess(lambda: write_side_files(result), "tracelink-trace")
+        with console.status("measuring memory (one call)"):
+            memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
+        result.summary["memory"], result.memory_lines, result.memory_components = memory
+        # the tables, the trace, the pprof profile and the GraphML are written by a forked child, beside the report
+        files = InChildProcess(lambda: write_profile_files(result), "tracelink-files")
         try:
-            with console.status("measuring memory (one call)"):
-                memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
-            result.summary["memory"], result.memory_lines, result.memory_components = memory
-            publish_profile(result, console)
-            side_files.wait()
-        except BaseException:
-            side_files.cancel()
+            with console.status("writing the report"):
+                build_report(result)
+        except Exception:
+            with suppress(TracelinkError):  # the report's failure is the one to say
+                files.wait()  # the tables are kept whatever became of the report
             raise
+        except BaseException:
+            files.cancel()
+            raise
+        files.wait()
     except BaseException:
         memory_run.cancel()
         raise
@@ -355,9 +360,10 @@ def assemble_profile(
     )
 
 
-def write_side_files(result: Profile) -> None:
-    """The trace (Perfetto), the pprof profile and the provenance graph's GraphML of ``result``: exports for
-    other tools, written beside the report (the graph's node-link JSON was written before the run)."""
+def write_profile_files(result: Profile) -> None:
+    """The tables and summary of ``result``, then its exports for other tools: the trace (Perfetto), the
+    pprof profile and the provenance graph's GraphML (its node-link JSON was written before the run)."""
+    write_profile(result)
     write_trace(result, result.directory / "trace.json")
     write_pprof(result)
     write_graphml(result.graph, result.directory / "provenance.graphml")
