@@ -337,7 +337,7 @@ def test_no_tool_outlives_tracelink(slow, tmp_path, cache, signal_number):
 
 
 def test_sigterm_during_the_first_machine_measurement_leaves_no_probe(slow, tmp_path):
-    process = start_profile(slow, tmp_path / "out", tmp_path / "empty-cache", 2)  # no machine.json: measured after the run
+    process = start_profile(slow, tmp_path / "out", tmp_path / "empty-cache", 2)  # no machine.json: measured before the timed run
     try:
         children = wait_for(process, lambda found: sum(name.startswith("python") for _, name in found.values()) >= 1)
         process.send_signal(signal.SIGTERM)
