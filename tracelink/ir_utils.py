@@ -5,12 +5,36 @@ Below every stage: the compile stage checks the program's symbols with them, and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from importlib.abc import MetaPathFinder
 from pathlib import Path
 
 from iree.compiler import ir
 
 from tracelink.errors import TracelinkError, first_line
+
+DIALECT_MODULES = "iree.compiler.dialects."
+
+
+class MissingDialectModules(MetaPathFinder):
+    """Remembers the dialect modules the MLIR bindings looked for in vain.
+
+    For each op of a dialect without a Python module (``torch``, ``torch_c``, ...) the bindings try to
+    import ``iree.compiler.dialects.<dialect>`` again, as they remember only the imports that succeed:
+    10 µs an op, 0.04 s of the 0.05 s that walking a 4,000-op torch program took. Asked last, once every
+    other finder has found nothing, this one marks the name missing (``None`` in ``sys.modules``), which
+    ends the next import of it at once with the same ``ModuleNotFoundError``.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(DIALECT_MODULES):
+            sys.modules[name] = None
+        return None
+
+
+if not any(isinstance(finder, MissingDialectModules) for finder in sys.meta_path):
+    sys.meta_path.append(MissingDialectModules())
 
 
 def parse_file(path: Path, context: ir.Context) -> ir.Module:
