@@ -36,14 +36,15 @@ def benchmark_dump_name(source_stem: str, variant: str) -> str:
     return f"{source_stem}_{variant}{SUFFIX}"
 
 
-def ensure_benchmark_dumps(artifacts: Path, wanted: Iterable[str], timeout_s: float | None = None) -> None:
-    """Write the benchmark dumps named in ``wanted`` (paths relative to ``artifacts``) that are missing.
+def ensure_benchmark_dumps(artifacts: Path, wanted: Iterable[object], timeout_s: float | None = None) -> None:
+    """Write the benchmark dumps named in ``wanted`` (paths relative to ``artifacts``; an empty or missing
+    name, as ``exports.csv`` reads for an export without one, is passed over) that are missing.
 
     Every executable's dump is written at once, into ``artifacts/executables``; the compiler writes into a
     new private folder first, and each dump is moved from there, so no link in the profile directory is
     followed. IREE writes none for an executable it cannot wrap; the caller finds that one missing.
     """
-    if all((artifacts / name).is_file() for name in wanted if name):
+    if all((artifacts / name).is_file() for name in wanted if isinstance(name, str) and name):
         return
     options = recorded_options(artifacts)
     phases = artifacts / "phases"

@@ -109,7 +109,7 @@ def select_targets(exports: pd.DataFrame, call_sites: pd.DataFrame, artifacts: P
         if ranked.empty:
             raise TracelinkError(f"{artifacts.parent}/exports.csv: no dispatch named '{name}' "
                                  f"(dispatches: {', '.join(exports['export'].astype(str))})")
-    ensure_benchmark_dumps(artifacts, [name for name in ranked["benchmark_file"] if isinstance(name, str)])
+    ensure_benchmark_dumps(artifacts, ranked["benchmark_file"])
     examined = [examine(row, artifacts) for row in ranked.itertuples()]
     tunable = [t for t in examined if t.dispatch is not None]
     skipped = [t for t in examined if t.dispatch is None]
