@@ -172,6 +172,7 @@ def profile_function(
     started = time.perf_counter()
     with console.status("building the provenance graph"):
         built_provenance = job.result()
+    gc.freeze()  # the graph and the parsed program outlive the profile too (heap_frozen's end unfreezes them)
     provenance, inputs = built_provenance.provenance, built_provenance.inputs
     clock.stop("provenance", started)
     device, machine = device_and_peaks(options, console)  # measured (once per machine) with nothing running beside it

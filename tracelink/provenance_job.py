@@ -9,6 +9,7 @@ the dispatches measured.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,7 +120,7 @@ def warm_dump_texts(program: Path, executables: Path) -> None:
     """Parse the executables' dumped sources for the report now, beside the compiler (``dump_text``
     keeps them), against the program's function locations as the report reads them."""
     enclosing = program_text_ops(program)[1] if small_program(program) else frozenset()
-    context = new_context()
+    context = functools.cache(new_context)  # one for all the dumps
     for path in source_dumps(executables):
         dump_text(path, enclosing, context)
 

@@ -31,6 +31,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from tracelink.aggregate.graph_tables import per_graph
 from tracelink.frames import LIBRARY_FRAMES, is_library, user_frame
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
@@ -89,6 +90,7 @@ def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total:
     return result.reset_index()
 
 
+@per_graph
 def attribution(graph: nx.DiGraph) -> pd.DataFrame:
     """One row per (call site, source op) with the op's fraction of that call site's time; fractions sum to 1."""
     rows = []
@@ -174,10 +176,8 @@ def with_all_iterations(times: pd.DataFrame, key: list[str], iterations: int) ->
     """Fill iterations where a key got no time with zeros, so statistics are over every iteration."""
     if times.empty or iterations == 0:
         return times
-    full = pd.MultiIndex.from_product([times[key].drop_duplicates().itertuples(index=False, name=None), range(iterations)])
-    indexed = times.set_index([*key, "iteration"])["ns"]
-    index = pd.MultiIndex.from_tuples([(*k, i) for k, i in full], names=[*key, "iteration"])
-    return indexed.reindex(index, fill_value=0.0).reset_index()
+    every = times[key].drop_duplicates().merge(pd.DataFrame({"iteration": np.arange(iterations, dtype=times["iteration"].dtype)}), how="cross")
+    return every.merge(times[[*key, "iteration", "ns"]], on=[*key, "iteration"], how="left").fillna({"ns": 0.0})
 
 
 def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
@@ -208,6 +208,7 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
+@per_graph
 def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
     """How each source op's time divides over lines: columns ``op, file, line, self, user_self, inclusive``.
 

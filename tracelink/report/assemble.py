@@ -6,6 +6,7 @@ gains), so the model imports no view and the views import the model without a ci
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from tracelink.frames import LIBRARY_FRAMES
@@ -31,7 +32,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None) -> Report
     summary = profile.summary
     sources = sources or SourcePolicy.for_profile(summary)
     program = str(summary.get("program", ""))
-    context = new_context()
+    context = functools.cache(new_context)  # made for the first dump not parsed beside the compiler, if any
     by_frames = member_keys(graph)
     readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
     program_ops, enclosing = program_text_ops(Path(program)) if readable else (None, frozenset())

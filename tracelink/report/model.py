@@ -16,12 +16,14 @@ import functools
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pandas as pd
+from iree.compiler import ir
 
 from tracelink.aggregate import op_line_shares
 from tracelink.profile_dir import Profile
@@ -221,11 +223,13 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
 def line_fractions(graph: nx.DiGraph, program: str, library: tuple[str, ...]) -> dict[tuple[str, str, int], list[float]]:
     """(op, shown file, line) -> [self, inclusive, user self] fractions of the op's time at that line."""
     fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for row in op_line_shares(graph, library).itertuples():
-        target = program if program and same_file(row.file, program) else row.file
-        fractions[(row.op, target, row.line)][0] += row.self
-        fractions[(row.op, target, row.line)][1] += row.inclusive
-        fractions[(row.op, target, row.line)][2] += row.user_self
+    shares = op_line_shares(graph, library)
+    columns = (shares[name].tolist() for name in ("op", "file", "line", "self", "inclusive", "user_self"))
+    for op, path, number, own, inclusive, user in zip(*columns):
+        parts = fractions[(op, program if program and same_file(path, program) else path, number)]
+        parts[0] += own
+        parts[1] += inclusive
+        parts[2] += user
     return fractions
 
 
@@ -326,6 +330,7 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
     """One dict per call site: provenance, export data, statistics and the ops/lines it computes."""
     table = profile.call_sites
     rows = {int(row["call_site"]): row for row in table.to_dict("records")} if not table.empty else {}
+    counters = counter_columns(table)
     out = []
     for node in nodes_of_kind(graph, "call_site"):
         data = graph.nodes[node]
@@ -352,7 +357,7 @@ def call_site_rows(profile: Profile, graph: nx.DiGraph, lines: dict[str, Line], 
             **{key: number(row.get(key)) for key in UTILIZATION_COLUMNS if key not in ("verdict", "next_step")},
             "verdict": text_or_empty(row.get("verdict")), "next_step": concrete(text_or_empty(row.get("next_step")), profile),
             "lower_bound": lower_bound_mark(row.get("lower_bound")) != "",
-            "extra": {key: number(row.get(key)) for key in counter_columns(table)},
+            "extra": {key: number(row.get(key)) for key in counters},
         })
     return sorted(out, key=lambda site: site["index"])
 
@@ -382,8 +387,10 @@ def counter_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in KNOWN_CALL_SITE_COLUMNS and pd.api.types.is_numeric_dtype(table[c])]
 
 
-def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context, embed: bool = True) -> dict[str, Executable]:
-    """Each executable's dumped source (locations removed) and, per line, the source ops it came from.
+def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context: Callable[[], ir.Context],
+                     embed: bool = True) -> dict[str, Executable]:
+    """Each executable's dumped source (locations removed) and, per line, the source ops it came from
+    (a dump not parsed before is parsed in ``context()``).
 
     Without ``embed`` (``--no-sources``) no dump is read: dumps hold the user's program text.
     """

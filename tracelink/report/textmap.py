@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,15 +151,16 @@ PARSED_DUMPS: dict[tuple[Path, int, int, frozenset[str]], DumpText] = {}
 MAX_PARSED_DUMPS = 4096  # one program's executables; a later program's replace them
 
 
-def dump_text(path: Path, enclosing: frozenset[str], context: ir.Context | None = None) -> DumpText | None:
-    """An executable dump's :class:`DumpText` (parsed in ``context``); None when it cannot be read."""
+def dump_text(path: Path, enclosing: frozenset[str], context: Callable[[], ir.Context] = new_context) -> DumpText | None:
+    """An executable dump's :class:`DumpText`; None when it cannot be read. A dump not parsed before is
+    parsed in the context ``context()`` gives (making one costs 10 ms, so none is made when every dump is kept)."""
     try:
         stat = path.stat()
         key = (path.resolve(), stat.st_mtime_ns, stat.st_size, enclosing)
         found = PARSED_DUMPS.get(key)
         if found is None:
             text = path.read_text(errors="replace")
-            found = DumpText(strip_locations(text), text_ops(text, enclosing, context))
+            found = DumpText(strip_locations(text), text_ops(text, enclosing, context()))
             if len(PARSED_DUMPS) >= MAX_PARSED_DUMPS:
                 PARSED_DUMPS.clear()
             PARSED_DUMPS[key] = found
