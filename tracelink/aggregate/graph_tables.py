@@ -19,7 +19,7 @@ import pandas as pd
 
 Params = ParamSpec("Params")
 
-# graph -> (table's name, its arguments) -> table; weak, so a table lives no longer than its graph
+# graph -> (the function making the table, its arguments) -> table; weak, so a table lives no longer than its graph
 _KEPT: weakref.WeakKeyDictionary[nx.DiGraph, dict[tuple, pd.DataFrame]] = weakref.WeakKeyDictionary()
 
 
@@ -33,7 +33,7 @@ def per_graph(table_of: Callable[Concatenate[nx.DiGraph, Params], pd.DataFrame])
     @functools.wraps(table_of)
     def kept(graph: nx.DiGraph, *args: Params.args, **kwargs: Params.kwargs) -> pd.DataFrame:
         tables = _KEPT.setdefault(graph, {})
-        key = (table_of.__name__, args, tuple(sorted(kwargs.items())))
+        key = (table_of, args, tuple(sorted(kwargs.items())))
         if key not in tables:
             tables[key] = table_of(graph, *args, **kwargs)
         return tables[key].copy(deep=False)
