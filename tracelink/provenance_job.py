@@ -21,7 +21,7 @@ from tracelink.compile import CompileResult
 from tracelink.errors import TracelinkError
 from tracelink.options import ProfileOptions
 from tracelink.ir_utils import new_context
-from tracelink.provenance.build import Provenance, build_provenance, phase_dump
+from tracelink.provenance.build import QUIET_PHASE, Provenance, build_provenance, phase_dump
 from tracelink.provenance.executables import source_dumps
 from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.memory_plan import StreamPlan, read_stream_plan
@@ -57,8 +57,8 @@ class ProvenanceJob:
         self.source, self.entry, self.options, self.out = source, entry, options, out
         self.compiled, self._ready = compiled, ready
         self._stopped = threading.Event()
-        # the stream phase's dump and the executables' sources are whole about a second before the compiler
-        # ends: the plan is read and the sources parsed for the report then, beside the graph
+        # the stream plan and the executables' sources are read beside the graph's middle dumps, in the
+        # compiler's quieter stretch (build.QUIET_PHASE)
         self._plan = InBackground(self._read_plan, "tracelink-stream-plan")
         self._work = InBackground(self._build, "tracelink-provenance")
 
@@ -83,10 +83,9 @@ class ProvenanceJob:
 
     def _read_plan(self) -> StreamPlan:
         artifacts = self.out / "artifacts"
-        self.ready("stream")
+        self.ready(QUIET_PHASE)  # the executables' sources and configured dumps are whole before it too
         plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)
         if self.options.embed_sources:  # else the report shows no dump
-            self.ready("executable-configurations")  # the sources are written before, and the configured dumps naming them
             warm_dump_texts(self.source.path, artifacts / "executables")
         return plan
 
