@@ -65,13 +65,16 @@ def choose_function(public: list[str], requested: str | None, program: Path) -> 
 
 def profile(
     program: Path | PythonModel, out: Path, options: ProfileOptions, console: Console | None = None, pending: StartedProfile | None = None,
+    aggregated: Callable[[Profile], None] | None = None,
 ) -> Profile | FunctionProfiles:
     """Profile ``program`` into directory ``out`` and return the result (also written to ``out``): one
     function's profile, or with several ``options.functions`` the profiles of each.
 
     ``program`` is an ``.mlir``/``.onnx`` file, a Python model (``model.py:make``) or a loaded one.
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
-    The directory stays locked until the profile is written.
+    ``aggregated`` is called with each function's profile once its tables are aggregated, while its memory
+    run ends (the profile has no memory yet, nor its report). The directory stays locked until the profile
+    is written.
     """
     pending = pending or start_compile(program, out, options)
     try:
@@ -79,7 +82,8 @@ def profile(
             options = with_exported_model(options, pending.exported)
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
         try:
-            return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model)
+            return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model,
+                               aggregated or (lambda _: None))
         except TracelinkError as error:
             raise (pending.exported.explained(error) if pending.exported is not None else error) from None
     finally:
@@ -103,6 +107,7 @@ class StageClock:
 
 def run_profile(
     program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
+    aggregated: Callable[[Profile], None] = lambda _: None,
 ) -> Profile | FunctionProfiles:
     """The stages of :func:`profile`, once the directory is claimed and the compiler started.
 
@@ -114,7 +119,7 @@ def run_profile(
     options = with_collector_requirements(options)
     requested = [run.name for run in options.functions] or [options.function]
     with heap_frozen():
-        return profile_functions(program, out, options, console, pending, model, requested, clock)
+        return profile_functions(program, out, options, console, pending, model, requested, clock, aggregated)
 
 
 @contextmanager
@@ -130,11 +135,11 @@ def heap_frozen() -> Iterator[None]:
 
 
 def profile_functions(program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None,
-                      requested: list[str | None], clock: StageClock) -> Profile | FunctionProfiles:
+                      requested: list[str | None], clock: StageClock, aggregated: Callable[[Profile], None]) -> Profile | FunctionProfiles:
     """:func:`run_profile` once the collector's requirements are applied: one function, or each of several."""
     source, entries, compiled, compile_entries, job = finish_compile(program, requested, options, console, pending, out, clock)
     if job is not None:
-        return profile_function(program, out, console, (source, entries[0], compiled, compile_entries), job, clock, model)
+        return profile_function(program, out, console, (source, entries[0], compiled, compile_entries), job, clock, model, aggregated)
     profiles = {}
     for run in options.functions:
         directory = function_directory(out, run.name)
@@ -146,7 +151,7 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
         function_options = for_function(options, run)
         job = ProvenanceJob(source, run.name, function_options, directory, lambda copied=copied: copied, written)
         profiles[run.name] = profile_function(program, directory, console, (source, run.name, copied, compile_entries), job,
-                                              function_clock, model)
+                                              function_clock, model, aggregated)
     run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__,
                 "compiler": compile_entries["compiler"]["version"], "timings_s": clock.timings}
     result = assemble_function_profiles(out, profiles, run_info)
@@ -158,7 +163,7 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
 
 def profile_function(
     program: Path, out: Path, console: Console, built: tuple[InputProgram, str, CompileResult, dict], job: ProvenanceJob,
-    clock: StageClock, model: Path | None = None,
+    clock: StageClock, model: Path | None = None, aggregated: Callable[[Profile], None] = lambda _: None,
 ) -> Profile:
     """Profile one function of the compiled program into ``out``: provenance, timed run, memory, tables, report.
 
@@ -188,6 +193,7 @@ def profile_function(
         result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
         clock.stop("aggregate", started)
         started = time.perf_counter()
+        aggregated(result)  # the caller's turn while the memory run ends
         with console.status("measuring memory (one call)"):
             memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
         result.summary["memory"], result.memory_lines, result.memory_components = memory

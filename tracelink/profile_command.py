@@ -89,19 +89,21 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
 def run_profile_command(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     pending = start_compile(args.program, args.output, options)
+    tables: list[str] = []  # one function's summary tables, rendered while its memory run ends
     try:
-        pipeline = importlib.import_module("tracelink.pipeline")  # loads while the compiler runs
-        result = pipeline.profile(args.program, args.output, options, TerminalConsole(stderr=True), pending=pending)
+        # these load while the compiler runs
+        pipeline, summary, output = (importlib.import_module(f"tracelink.{name}") for name in ("pipeline", "report.summary", "report.json_output"))
+        # With --json the tables go to stderr and stdout holds only the document.
+        console = summary.summary_console(stderr=args.json)
+        aggregated = None if options.functions else lambda profile: tables.append(summary.rendered_tables(profile, console))
+        result = pipeline.profile(args.program, args.output, options, TerminalConsole(stderr=True), pending=pending, aggregated=aggregated)
     finally:
         pending.stop()
-    # With --json the tables go to stderr and stdout holds only the document.
-    summary, output = (importlib.import_module(f"tracelink.report.{name}") for name in ("summary", "json_output"))
-    console = summary.summary_console(stderr=args.json)
     several = isinstance(result, importlib.import_module("tracelink.function_profiles").FunctionProfiles)
     if several:
         summary.print_function_profiles(result, console)
     else:
-        summary.print_summary(result, console)
+        summary.print_summary(result, console, tables=tables[0] if tables else None)
     if args.json:
         print(output.dump(output.functions_document(result) if several else output.profile_document(result)))
     return 0

@@ -11,7 +11,7 @@ import networkx as nx
 from tracelink.errors import TracelinkError
 from tracelink.provenance.call_sites import CallSite, host_location_frames, read_call_sites
 from tracelink.provenance.executable_workloads import ConstantsOfRun
-from tracelink.provenance.executables import ExportInfo, read_exports
+from tracelink.provenance.executables import ExportInfo, read_exports, with_target_code
 from tracelink.provenance.graph import build_graph
 from tracelink.ir_utils import new_context, parse_file
 from tracelink.provenance.locations import Normaliser
@@ -34,11 +34,12 @@ def phase_dump(phases: Path, phase: str) -> Path:
     return found[0]
 
 
-# The middle dumps (dispatch regions, the stream plan, the executables' sources) are read once the compiler
-# has dumped this phase: from then until the hal phase's dump it serializes the executables on about one
-# core, where from global optimization to the executables' configurations it often keeps two busy. Read in
-# that stretch rather than as soon as each was whole, they cost a 424-call-site BERT's compile 0.25 s less
-# on a 2-core machine (10 alternating pairs; the graph is finished as soon after the compiler as before).
+# The middle dumps (dispatch regions, the stream plan, the executables' sources and configured sources)
+# are read once the compiler has dumped this phase: from then until the hal phase's dump it serializes the
+# executables on about one core, where from global optimization to the executables' configurations it
+# often keeps two busy. Read in that stretch rather than as soon as each was whole, they cost a
+# 424-call-site BERT's compile 0.25 s less on a 2-core machine (10 alternating pairs), and with the
+# exports read there too, the graph is finished when the compiler ends rather than 0.05-0.1 s after.
 QUIET_PHASE = "executable-targets"
 
 
@@ -66,10 +67,11 @@ def build_provenance(
     ready(QUIET_PHASE)
     regions = read_regions(phase_dump(phases, "dispatch-creation"), phase_dump(phases, "flow"), normalise, context, entry, argument_shapes,
                            constants_of_run, artifacts / "executables")
+    exports = read_exports(artifacts / "executables", artifacts, context)
     # the executables' binaries and GPU intermediates are written when the hal phase serializes them,
     # after the executable-targets phase's dump: every executable dump is whole with the hal phase's
     ready("hal")
-    exports = read_exports(artifacts / "executables", artifacts, context)
+    exports = with_target_code(exports, artifacts / "executables", artifacts)
     hal_module = parse_file(phase_dump(phases, "hal"), context)
     call_sites = read_call_sites(hal_module, entry, normalise)
     graph = build_graph(program, call_sites, regions, exports, host_location_frames(hal_module, normalise), costs)

@@ -7,7 +7,7 @@ name or ``module`` when it has none), where codegen has put a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -43,7 +43,8 @@ def source_dumps(executables_dir: Path) -> list[Path]:
 
 
 def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | None = None) -> dict[str, ExportInfo]:
-    """Every export in the configured executable dumps, by export name."""
+    """Every export in the configured executable dumps, by export name; their target code is added by
+    :func:`with_target_code` once the hal phase has serialized the executables."""
     context = context or new_context()
     exports: dict[str, ExportInfo] = {}
     for configured in sorted(executables_dir.glob(f"{CONFIGURED}*.mlir")):
@@ -71,16 +72,19 @@ def read_exports(executables_dir: Path, artifacts: Path, context: ir.Context | N
                 source_file=str((executables_dir / f"{stem}.mlir").relative_to(artifacts)),
                 configured_file=str(configured.relative_to(artifacts)),
                 benchmark_file=str((executables_dir / benchmark_dump_name(stem, variant)).relative_to(artifacts)) if variant else "",
-                target_file=target_code(executables_dir, stem, name, artifacts),
                 binding_bytes=binding_bytes(functions.get(name)),
             )
     return exports
 
 
-def target_code(executables_dir: Path, stem: str, export: str, artifacts: Path) -> str:
-    """The export's SPIR-V in MLIR (``<stem>_<export>.spirv.mlir``, from a GPU build's intermediates dump), relative to ``artifacts``; empty when none."""
-    path = executables_dir / f"{stem}_{export}.spirv.mlir"
-    return str(path.relative_to(artifacts)) if path.is_file() else ""
+def with_target_code(exports: dict[str, ExportInfo], executables_dir: Path, artifacts: Path) -> dict[str, ExportInfo]:
+    """``exports`` with each one's target code in MLIR, where a GPU build's intermediates dump has it
+    (``<stem>_<export>.spirv.mlir`` for Vulkan), relative to ``artifacts``."""
+    found = {}
+    for name, info in exports.items():
+        path = executables_dir / f"{Path(info.source_file).stem}_{name}.spirv.mlir"
+        found[name] = replace(info, target_file=str(path.relative_to(artifacts))) if path.is_file() else info
+    return found
 
 
 def root_op(function: ir.Operation | None) -> ir.Operation | None:

@@ -85,12 +85,30 @@ def host_time_text(summary: dict) -> str:
     return text
 
 
-def print_summary(result: Profile, console: Console, top: int = 10) -> None:
-    """The hottest source lines and dispatches, and the coverage figures."""
-    result = advised(result)  # next steps name what tune measured to help
-    iterations = max(int(result.summary["iterations"]), 1)
+def print_summary(result: Profile, console: Console, top: int = 10, tables: str | None = None) -> None:
+    """The first line and the notes (the memory peak among them), then the tables of :func:`print_tables`,
+    or ``tables``, their text as :func:`rendered_tables` gave it."""
     console.print(headline(result.summary), soft_wrap=True)  # one line, for grep and logs
     print_notes(result.summary, console)
+    if tables is None:
+        print_tables(result, console, top)
+    else:
+        console.file.write(tables)
+        console.file.flush()
+
+
+def rendered_tables(result: Profile, console: Console, top: int = 10) -> str:
+    """The text ``console`` prints for :func:`print_tables` (terminal codes included), printing nothing:
+    `tracelink profile` renders it while the memory run ends, which the tables do not read."""
+    with console.capture() as captured:
+        print_tables(result, console, top)
+    return captured.get()
+
+
+def print_tables(result: Profile, console: Console, top: int = 10) -> None:
+    """Time by component and op kind, the hottest source lines (or ops) and dispatches, and the audit."""
+    result = advised(result)  # next steps name what tune measured to help
+    iterations = max(int(result.summary["iterations"]), 1)
     print_components(result, console, iterations)
     print_hot_lines(result, console, iterations, top)
     if result.summary["coverage"].get("dispatch_time_with_source_lines_share", 1.0) < 1.0 and not result.source_ops.empty:
