@@ -13,11 +13,8 @@ import os
 import signal
 import sys
 
-from rich.text import Text
-
 from tracelink.version import __version__
 from tracelink.errors import TracelinkError
-from tracelink.textsafe import TerminalConsole
 
 # command -> (module defining ``register``, one line for the command list). Only the module of the
 # command being run is imported, so each command starts without loading the others' dependencies.
@@ -121,6 +118,11 @@ def is_utf8(word: str) -> bool:
 
 def print_error(text: str) -> None:
     """One line on stderr, bold red on a terminal; the text is never read as markup (program names are)."""
+    # rich is loaded here and by the commands' consoles, not at start-up: `profile` starts the compiler first
+    from rich.text import Text
+
+    from tracelink.textsafe import TerminalConsole
+
     TerminalConsole(stderr=True, highlight=False).print(Text(text, style="bold red"), soft_wrap=True)
 
 

@@ -1,7 +1,7 @@
 """The `tracelink profile` command.
 
-It starts ``iree-compile`` before importing the pipeline (pandas, networkx, the report, ~0.6 s), so
-those imports overlap with the compiler instead of delaying it.
+It starts ``iree-compile`` before importing the pipeline (pandas, networkx, the report, ~0.6 s) and
+rich, so those imports overlap with the compiler instead of delaying it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from tracelink.arguments import add_source_arguments, at_least, positive_float
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.errors import TracelinkError
 from tracelink.options import COLLECTORS, FunctionRun, ProfileOptions, default_collector, start_compile
-from tracelink.textsafe import TerminalConsole
 
 
 class StartFunction(argparse.Action):
@@ -92,11 +91,13 @@ def run_profile_command(args: argparse.Namespace) -> int:
     tables: list[str] = []  # one function's summary tables, rendered while its memory run ends
     try:
         # these load while the compiler runs
-        pipeline, summary, output = (importlib.import_module(f"tracelink.{name}") for name in ("pipeline", "report.summary", "report.json_output"))
+        pipeline, summary, output, textsafe = (importlib.import_module(f"tracelink.{name}")
+                                               for name in ("pipeline", "report.summary", "report.json_output", "textsafe"))
         # With --json the tables go to stderr and stdout holds only the document.
         console = summary.summary_console(stderr=args.json)
         aggregated = None if options.functions else lambda profile: tables.append(summary.rendered_tables(profile, console))
-        result = pipeline.profile(args.program, args.output, options, TerminalConsole(stderr=True), pending=pending, aggregated=aggregated)
+        result = pipeline.profile(args.program, args.output, options, textsafe.TerminalConsole(stderr=True), pending=pending,
+                                   aggregated=aggregated)
     finally:
         pending.stop()
     several = isinstance(result, importlib.import_module("tracelink.function_profiles").FunctionProfiles)
