@@ -157,29 +157,34 @@ def queue_tracks(events: pd.DataFrame) -> list[str]:
     return events.drop_duplicates("track").sort_values(["queue_label", "lane"])["track"].tolist()
 
 
+MEASURED = ("iteration", "duration_ns", "workgroup_count", "tile_count", "tile_duration_sum_ns")
+
+
 def dispatch_slices(events: pd.DataFrame, args: dict[int, dict], tids: dict[str, int]) -> list[dict]:
     """One slice per dispatch execution on its queue track, with its provenance and what was measured."""
+    # columns as Python lists, then one pass: a 424-call-site BERT has 4,664 executions a profile
+    sites, exports = plain(events["call_site"]), plain(events["export"])
+    measured_columns = [(name, plain(events[name])) for name in MEASURED]
+    queues, threads, tracks = plain(events["queue"]), plain(events["thread"]), events["track"].tolist()
+    starts, ends = events["start"].tolist(), events["end"].tolist()
+    flops, bytes_ = events["gflops_s"].tolist(), events["gbytes_s"].tolist()
     slices = []
-    for row in events.itertuples(index=False):
-        site = None if pd.isna(row.call_site) else int(row.call_site)
-        export = "" if pd.isna(row.export) else str(row.export)
+    for row, (site, export) in enumerate(zip(sites, exports)):
+        site = None if site is None else int(site)
+        export = "" if export is None else str(export)
         provenance = args.get(site) if site is not None else None
         if provenance is None:
             provenance = {"export": export, "source": "unknown: matched no call site"}
-        measured = {
-            field: int(getattr(row, field))
-            for field in ("iteration", "duration_ns", "workgroup_count", "tile_count", "tile_duration_sum_ns")
-            if not pd.isna(getattr(row, field))
-        }
+        measured = {name: int(column[row]) for name, column in measured_columns if column[row] is not None}
         ran_on = {
-            "queue": None if pd.isna(row.queue) else str(row.queue),
-            "threads": [] if pd.isna(row.thread) else str(row.thread).split(","),
-            "gflops_s": round(float(row.gflops_s), 3), "gbytes_s": round(float(row.gbytes_s), 3),
+            "queue": None if queues[row] is None else str(queues[row]),
+            "threads": [] if threads[row] is None else str(threads[row]).split(","),
+            "gflops_s": round(float(flops[row]), 3), "gbytes_s": round(float(bytes_[row]), 3),
         }
         slices.append({
             "name": f"#{site} {short_export(export)}" if site is not None else (short_export(export) or "dispatch"),
-            "cat": "dispatch", "ph": "X", "pid": PID, "tid": tids[row.track],
-            "ts": microseconds(row.start), "dur": microseconds(row.end - row.start),
+            "cat": "dispatch", "ph": "X", "pid": PID, "tid": tids[tracks[row]],
+            "ts": microseconds(starts[row]), "dur": microseconds(ends[row] - starts[row]),
             "args": {**provenance, **measured, **ran_on},
         })
     return slices
@@ -210,10 +215,11 @@ def rate_counters(events: pd.DataFrame) -> list[dict]:
         pd.DataFrame({"t": events["start"], "gflops_s": events["gflops_s"], "gbytes_s": events["gbytes_s"]}),
         pd.DataFrame({"t": events["end"], "gflops_s": -events["gflops_s"], "gbytes_s": -events["gbytes_s"]}),
     ]).groupby("t").sum().cumsum().clip(lower=0.0)  # the clip drops float residue (-1e-13) where all ended
+    times = [microseconds(t) for t in steps.index.tolist()]
     return [
-        {"name": name, "cat": "rate", "ph": "C", "pid": PID, "ts": microseconds(t), "args": {"value": round(float(value), 3)}}
+        {"name": name, "cat": "rate", "ph": "C", "pid": PID, "ts": ts, "args": {"value": round(value, 3)}}
         for column, name in (("gflops_s", "achieved GFLOP/s"), ("gbytes_s", "achieved GB/s"))
-        for t, value in steps[column].items()
+        for ts, value in zip(times, steps[column].tolist())
     ]
 
 
