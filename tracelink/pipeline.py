@@ -106,8 +106,8 @@ class StageClock:
 
 
 def run_profile(
-    program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None = None,
-    aggregated: Callable[[Profile], None] = lambda _: None,
+    program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None,
+    aggregated: Callable[[Profile], None],
 ) -> Profile | FunctionProfiles:
     """The stages of :func:`profile`, once the directory is claimed and the compiler started.
 
@@ -163,14 +163,15 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
 
 def profile_function(
     program: Path, out: Path, console: Console, built: tuple[InputProgram, str, CompileResult, dict], job: ProvenanceJob,
-    clock: StageClock, model: Path | None = None, aggregated: Callable[[Profile], None] = lambda _: None,
+    clock: StageClock, model: Path | None, aggregated: Callable[[Profile], None],
 ) -> Profile:
     """Profile one function of the compiled program into ``out``: provenance, timed run, memory, tables, report.
 
     ``built`` is the input program, the function, the compile's result and its manifest entries; ``job``
     builds the function's provenance (started beside the compiler when one function is profiled). The
     memory run (one call, untimed) starts once the timed run's tools have ended, so a broken program is
-    reported by the run that times it, and runs while the timed run's events are read and aggregated.
+    reported by the run that times it, and runs while the timed run's events are read and aggregated and
+    ``aggregated`` is called (see :func:`profile`).
     """
     _, entry, compiled, compile_entries = built
     options, artifacts = job.options, out / "artifacts"
