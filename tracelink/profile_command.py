@@ -7,6 +7,7 @@ rich, so those imports overlap with the compiler instead of delaying it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 from pathlib import Path
 
@@ -95,9 +96,14 @@ def run_profile_command(args: argparse.Namespace) -> int:
                                                for name in ("pipeline", "report.summary", "report.json_output", "textsafe"))
         # With --json the tables go to stderr and stdout holds only the document.
         console = summary.summary_console(stderr=args.json)
-        aggregated = None if options.functions else lambda profile: tables.append(summary.rendered_tables(profile, console))
+
+        def render_tables(profile) -> None:
+            # a failure here is met again below, when the tables are printed once the profile and its report are written
+            with contextlib.suppress(Exception):
+                tables.append(summary.rendered_tables(profile, console))
+
         result = pipeline.profile(args.program, args.output, options, textsafe.TerminalConsole(stderr=True), pending=pending,
-                                   aggregated=aggregated)
+                                   aggregated=None if options.functions else render_tables)
     finally:
         pending.stop()
     several = isinstance(result, importlib.import_module("tracelink.function_profiles").FunctionProfiles)
