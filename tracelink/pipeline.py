@@ -134,6 +134,20 @@ def heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection until the block ends: the tables, the report and the files made after
+    the run leave almost no cycles (432 objects on a 424-call-site BERT), yet the collector's passes over
+    what they allocate took 0.03–0.045 of their 0.7 CPU-s."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def profile_functions(program: Path, out: Path, options: ProfileOptions, console: Console, pending: PendingCompile, model: Path | None,
                       requested: list[str | None], clock: StageClock, aggregated: Callable[[Profile], None]) -> Profile | FunctionProfiles:
     """:func:`run_profile` once the collector's requirements are applied: one function, or each of several."""
@@ -189,28 +203,29 @@ def profile_function(
         clock.stop("run", started)
         if collected.events.empty:
             raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
-        started = time.perf_counter()
-        run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
-        result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
-        clock.stop("aggregate", started)
-        started = time.perf_counter()
-        aggregated(result)  # the caller's turn while the memory run ends
-        with console.status("measuring memory (one call)"):
-            memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
-        result.summary["memory"], result.memory_lines, result.memory_components = memory
-        # the tables, the trace, the pprof profile and the GraphML are written by a forked child, beside the report
-        files = InChildProcess(lambda: write_profile_files(result), "tracelink-files")
-        try:
-            with console.status("writing the report"):
-                build_report(result)
-        except Exception:
-            with suppress(TracelinkError):  # the report's failure is the one to say
-                files.wait()  # the tables are kept whatever became of the report
-            raise
-        except BaseException:
-            files.cancel()
-            raise
-        files.wait()
+        with collector_paused():
+            started = time.perf_counter()
+            run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
+            result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
+            clock.stop("aggregate", started)
+            started = time.perf_counter()
+            aggregated(result)  # the caller's turn while the memory run ends
+            with console.status("measuring memory (one call)"):
+                memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
+            result.summary["memory"], result.memory_lines, result.memory_components = memory
+            # the tables, the trace, the pprof profile and the GraphML are written by a forked child, beside the report
+            files = InChildProcess(lambda: write_profile_files(result), "tracelink-files")
+            try:
+                with console.status("writing the report"):
+                    build_report(result)
+            except Exception:
+                with suppress(TracelinkError):  # the report's failure is the one to say
+                    files.wait()  # the tables are kept whatever became of the report
+                raise
+            except BaseException:
+                files.cancel()
+                raise
+            files.wait()
     except BaseException:
         memory_run.cancel()
         raise

@@ -74,16 +74,17 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
     """
     profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
     output = Path(output) if output is not None else profile.directory / "report.html"
-    text = render_report(profile, sources)
+    page_bytes = render_report(profile, sources)
     make_directory(output.parent)
-    return write_atomic(output, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+    return write_atomic(output, lambda temporary: temporary.write_bytes(page_bytes))
 
 
-def render_report(profile: Profile, sources: SourcePolicy | None = None) -> str:
-    """The report page as text."""
+def render_report(profile: Profile, sources: SourcePolicy | None = None) -> bytes:
+    """The report page, UTF-8 encoded (as its ``<meta charset>`` says): lxml serializes it to bytes
+    directly, where text first would be decoded and encoded again (0.011 of a 5.5 MB page's 0.026 s)."""
     model = build_model(profile, sources)
     root = page(model, graph_layouts(model))
-    return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
+    return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="utf-8", method="html") + b"\n"
 
 
 def graph_layouts(model: ReportModel) -> dict[str, GraphLayout]:
