@@ -4,6 +4,9 @@ The programs are chains of four matmuls whose intermediates are known by constru
 T1 (1024 x N1 f32), line 12 a small 1024x16 from it, line 14 T2 (1024 x N2) from that, line 16 the
 1024x8 result. T1 is dead once line 12 has run, so the packer can put T2 where T1 was, and the peak is
 wherever the bigger of the two lives.
+
+The HAL collector takes the memory from the timed run's first call; the tests check it against
+`iree-profile memory` of a call run on its own, made here with IREE's tools alone.
 """
 
 from __future__ import annotations
@@ -44,6 +47,18 @@ def chain(n1: int, n2: int, k: int = 32, parameter: bool = False) -> str:
             + "  return %r2 : tensor<1024x8xf32>\n}\n")
 
 
+def one_call_bundle(profile, parameters: tuple[str, ...] = ()) -> Path:
+    """A memory-events bundle of one call of the profiled program, made by `iree-run-module` itself."""
+    from tracelink.tune.diff import run_inputs
+
+    bundle = profile.directory.parent / f"{profile.directory.name}-one-call.ireeprof"
+    command = [tool_path("iree-run-module"), f"--module={profile.artifacts / 'app.vmfb'}", f"--function={profile.summary['function']}",
+               "--device=local-task", *(f"--input={value}" for value in run_inputs(profile)), *(f"--parameters={value}" for value in parameters),
+               "--device_profiling_mode=memory-events", f"--device_profiling_output={bundle}"]
+    subprocess.run(command, capture_output=True, check=True)
+    return bundle
+
+
 def iree_profile_memory(bundle: Path) -> dict:
     """`iree-profile memory --format=jsonl` of a bundle: its queue-allocation pool and allocation records."""
     done = subprocess.run([tool_path("iree-profile"), "memory", "--format=jsonl", str(bundle)], capture_output=True, text=True, check=True)
@@ -76,8 +91,10 @@ def profiles(tmp_path_factory) -> dict:
 def test_peak_equals_iree_profile_and_first_temporary_holds_it(profiles):
     profile = profiles["first"]
     memory = profile.summary["memory"]
-    theirs = iree_profile_memory(profile.artifacts / "memory.ireeprof")
-    assert abs(memory["peak_bytes"] - theirs["high_water"]) <= 0.01 * theirs["high_water"]
+    theirs = iree_profile_memory(one_call_bundle(profile))
+    assert memory["peak_bytes"] == theirs["high_water"]
+    # from the timed run's own events: no second run of the program
+    assert memory["capture"] == "artifacts/run.ireeprof" and not (profile.artifacts / "memory.ireeprof").exists()
     assert memory["attributed"] and memory["peak_call_site"] == 1  # line 12's dispatch reads T1 while writing its 64 KiB
     # by construction: T1 (4 MiB) and line 12's 64 KiB are live together in the slab, and the 32 KiB result
     assert memory["split"]["transients"] == 4 * MiB + 64 * 1024
@@ -95,21 +112,48 @@ def test_peak_equals_iree_profile_and_first_temporary_holds_it(profiles):
     assert pd.read_csv(profile.directory / "memory_components.csv")["bytes_at_peak"].sum() == memory["live_at_peak_bytes"]
 
 
-def test_reader_sees_the_allocations_iree_profile_sees(profiles):
-    from tracelink.collect.memory import read_memory_events
+def test_the_timed_runs_first_call_has_the_allocations_of_a_call_run_alone(profiles):
+    from tracelink.collect.collectors import hal_collected
+    from tracelink.collect.hal import read_hal_records
+    from tracelink.tune.diff import run_exports
 
     profile = profiles["param"]
-    capture = read_memory_events(profile.artifacts / "memory.jsonl")
-    theirs = iree_profile_memory(profile.artifacts / "memory.ireeprof")
+    calls = profile.summary["warmup"] + profile.summary["repetitions"]
+    ours = hal_collected(profile.artifacts / "run.jsonl", {}, run_exports(profile), calls).memory
+    alone = iree_profile_memory(one_call_bundle(profile, (f"model={profile.directory.parent / 'weights.irpa'}",)))
+    assert sorted((a.length, a.closed_ns is None) for a in ours.allocations) == sorted(
+        (r["lifecycle_total_open_bytes"], r["open_at_end"]) for r in alone["allocations"])
+    assert ours.high_water()[0] == alone["high_water"]
+    # over all its calls the timed run holds every call's result: more than one call's peak
+    every_call = read_hal_records(profile.artifacts / "run.jsonl").memory_events
+    assert sum(r["event_type"] == "queue_alloca" for r in every_call) == calls * len(ours.allocations)
+    assert iree_profile_memory(profile.artifacts / "run.ireeprof")["high_water"] > ours.high_water()[0]
+
+
+def test_reader_sees_the_allocations_iree_profile_sees(profiles, tmp_path):
+    from tracelink.collect.hal import export_bundle
+    from tracelink.collect.memory import read_memory_events
+
+    bundle = one_call_bundle(profiles["param"], (f"model={profiles['param'].directory.parent / 'weights.irpa'}",))
+    (tmp_path / "run.ireeprof").write_bytes(bundle.read_bytes())
+    capture = read_memory_events(export_bundle(tmp_path, 60.0))
+    theirs = iree_profile_memory(bundle)
     ours = {(a.allocation_id, a.length, a.closed_ns is None) for a in capture.allocations}
     assert ours == {(r["allocation_id"], r["lifecycle_total_open_bytes"], r["open_at_end"]) for r in theirs["allocations"]}
     assert capture.high_water()[0] == theirs["high_water"]
 
 
+def test_a_collector_without_memory_events_runs_one_call_for_them(profiles, tmp_path):
+    profile = run_profile(profiles["first"].directory.parent / "first.mlir", tmp_path / "hooked", repetitions=2, collector="hook")
+    memory = profile.summary["memory"]
+    assert memory["capture"] == "artifacts/memory.ireeprof"
+    assert memory["peak_bytes"] == iree_profile_memory(profile.artifacts / "memory.ireeprof")["high_water"] == profiles["first"].summary["memory"]["peak_bytes"]
+
+
 def test_second_temporary_and_parameter_archive(profiles):
     profile = profiles["param"]
     memory = profile.summary["memory"]
-    assert memory["peak_bytes"] == iree_profile_memory(profile.artifacts / "memory.ireeprof")["high_water"]
+    assert memory["peak_bytes"] == iree_profile_memory(one_call_bundle(profile, (f"model={profile.directory.parent / 'weights.irpa'}",)))["high_water"]
     lines = profile.memory_lines.set_index("line")
     # here T2 (1024x1024, 4 MiB) is the bigger one: line 14 holds the peak, line 10's 1 MiB is dead by then
     assert profile.memory_lines.iloc[0]["line"] == 14 and lines.loc[14, "bytes_at_peak"] == 4 * MiB
@@ -124,7 +168,7 @@ def test_padded_tensors_count_their_zero_fill(tmp_path):
     # padded tensor with stream.cmd.fill, then a dispatch writes its interior; the whole of it is live
     profile = run_profile(EXAMPLES / "convnet.mlir", tmp_path / "convnet", repetitions=2)
     memory = profile.summary["memory"]
-    assert memory["peak_bytes"] == iree_profile_memory(profile.artifacts / "memory.ireeprof")["high_water"]
+    assert memory["peak_bytes"] == iree_profile_memory(one_call_bundle(profile))["high_water"]
     assert memory["live_at_peak_bytes"] == memory["peak_bytes"]
     lines = profile.memory_lines.set_index("line")
     assert lines.loc[12, "bytes_at_peak"] == 34 * 34 * 16 * 4  # block1.pad

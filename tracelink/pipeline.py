@@ -3,9 +3,11 @@
 The compiler runs while the input program is parsed and the provenance graph is built from each dump
 once written (:mod:`tracelink.provenance_job`); the graph is finished before the program runs, never
 during it: on a machine with few cores, building it beside the run slowed the dispatches it measured
-(1.5–4× on a 440-call-site model). The untimed memory run (one call) starts after the timed run, so a
-broken program is reported by the run that times it, and runs while the events are aggregated. Every output is written as soon as it exists, so a
-later failure (a crashing or hanging program, bad inputs) leaves the compiled artifacts and the graph on disk.
+(1.5–4× on a 440-call-site model). The memory of one call comes from the timed run (the HAL collector
+on a CPU) or from an untimed run of one call, started after the timed run, so a broken program is
+reported by the run that times it, and run while the events are aggregated. Every output is written as
+soon as it exists, so a later failure (a crashing or hanging program, bad inputs) leaves the compiled
+artifacts and the graph on disk.
 """
 
 from __future__ import annotations
@@ -72,9 +74,9 @@ def profile(
 
     ``program`` is an ``.mlir``/``.onnx`` file, a Python model (``model.py:make``) or a loaded one.
     ``pending`` is the compile of ``program`` when the caller started it already (:func:`start_compile`).
-    ``aggregated`` is called with each function's profile once its tables are aggregated, while its memory
-    run ends (the profile has no memory yet, nor its report). The directory stays locked until the profile
-    is written.
+    ``aggregated`` is called with each function's profile once its tables and memory are aggregated, while
+    its report is built (the profile has no report yet). The directory stays locked until the profile is
+    written.
     """
     pending = pending or start_compile(program, out, options)
     try:
@@ -182,10 +184,12 @@ def profile_function(
     """Profile one function of the compiled program into ``out``: provenance, timed run, memory, tables, report.
 
     ``built`` is the input program, the function, the compile's result and its manifest entries; ``job``
-    builds the function's provenance (started beside the compiler when one function is profiled). The
-    memory run (one call, untimed) starts once the timed run's tools have ended, so a broken program is
-    reported by the run that times it, and runs while the timed run's events are read and aggregated and
-    ``aggregated`` is called (see :func:`profile`).
+    builds the function's provenance (started beside the compiler when one function is profiled). A
+    call's memory comes from the timed run where its collector records it; else the memory run (one call,
+    untimed) starts once the timed run's tools have ended, so a broken program is reported by the run that
+    times it, and runs while the timed run's events are read and aggregated. The report is built by a
+    forked child while ``aggregated`` is called (see :func:`profile`) and the tables, trace, pprof profile
+    and GraphML are written.
     """
     _, entry, compiled, compile_entries = built
     options, artifacts = job.options, out / "artifacts"
@@ -199,7 +203,7 @@ def profile_function(
     memory_run = MemoryRun(compiled.vmfb, entry, inputs, options, artifacts)
     try:
         started = time.perf_counter()
-        collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run.start)
+        collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run)
         clock.stop("run", started)
         if collected.events.empty:
             raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
@@ -209,23 +213,24 @@ def profile_function(
             result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
             clock.stop("aggregate", started)
             started = time.perf_counter()
-            aggregated(result)  # the caller's turn while the memory run ends
             with console.status("measuring memory (one call)"):
-                memory = memory_of(read_memory_events(memory_run.result()), built_provenance, options)
+                capture = collected.memory if collected.memory is not None else read_memory_events(memory_run.result())
+                memory = memory_of(capture, built_provenance, options)
             result.summary["memory"], result.memory_lines, result.memory_components = memory
-            # the tables, the trace, the pprof profile and the GraphML are written by a forked child, beside the report
-            files = InChildProcess(lambda: write_profile_files(result), "tracelink-files")
+            # the report is built by a forked child, beside the caller's turn and the profile's files written here
+            report = InChildProcess(lambda: build_report(result), "tracelink-report")
             try:
-                with console.status("writing the report"):
-                    build_report(result)
+                aggregated(result)
+                with console.status("writing the profile and its report"):
+                    write_profile_files(result)
             except Exception:
-                with suppress(TracelinkError):  # the report's failure is the one to say
-                    files.wait()  # the tables are kept whatever became of the report
+                with suppress(TracelinkError):  # the tables' failure is the one to say
+                    report.wait()  # the report is kept whatever became of the tables
                 raise
             except BaseException:
-                files.cancel()
+                report.cancel()
                 raise
-            files.wait()
+            report.wait()
     except BaseException:
         memory_run.cancel()
         raise
@@ -251,7 +256,7 @@ def run_summary(program: Path, model: Path | None, entry: str, options: ProfileO
         "warmup": options.warmup,
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),
         "timings_s": clock.timings,
-        "memory": None,  # set once the memory run has ended
+        "memory": None,  # set once the call's memory events are read
         "runtime_sizes": runtime_sizes,  # the hooked call that fixed sizes the inputs' shapes did not
         # a call's wall time beside its dispatches (CPU: the events' clock is the host's)
         "host_time": None if device_target(options.compile.device).is_gpu else host_time(collected.events, wall_ns_per_call(artifacts)),
@@ -309,16 +314,17 @@ class MemoryRun:
 
 
 def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions, artifacts: Path, provenance: Provenance,
-              console: Console, ended: Callable[[], None]) -> Collected:
+              console: Console, memory_run: MemoryRun) -> Collected:
     """Run ``entry`` under the collector; its events matched to the run-phase call sites, warm-up dropped.
-    ``ended`` is called once the run's tools have ended, before its events are read."""
+    Unless the collector records a call's memory, ``memory_run`` starts once the run's tools have ended,
+    before its events are read."""
     request = RunRequest(vmfb, entry, inputs, options.parameters, options.warmup + options.repetitions, artifacts, options.timeout_s,
                          options.hook_events, options.compile.device)
     collection = start_collection(options.collector, request)
     try:
         with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
             run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
-            return collection.finish(run_exports, options.warmup, ended)
+            return collection.finish(run_exports, options.warmup, (lambda: None) if collection.records_memory else memory_run.start)
     except BaseException:
         collection.cancel()
         raise

@@ -1,7 +1,7 @@
 """Memory of one call by source line and component: the events' peak, explained by the compiler's packing.
 
-The peak is IREE's own figure: the high water of the call's queue allocations in the memory-events
-capture (:mod:`tracelink.collect.memory`). What fills it comes from the stream plan
+The peak is IREE's own figure: the high water of the call's queue allocations in the memory events
+(:mod:`tracelink.collect.memory`). What fills it comes from the stream plan
 (:mod:`tracelink.provenance.memory_plan`): every range a dispatch writes is a *buffer*, made by that
 dispatch's root source ops and live from that dispatch to the last one reading it before it is
 overwritten. Buffers in a result allocation are held from the call's start to its end (IREE allocates
@@ -198,7 +198,7 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, c
         "timeline_bytes": [int(value) for value in timeline],
         "timeline_holders": [holders(shares, makers) for shares in live],
         "top": lines.head(TOP_HOLDERS)[["file", "line", "bytes_at_peak", "ops"]].to_dict("records"),
-        "capture": "artifacts/memory.ireeprof",
+        "capture": f"artifacts/{capture.bundle}",
     }
     return summary, lines, components
 

@@ -17,10 +17,11 @@ import pandas as pd
 from tracelink.collect.events import drop_warmup, match_call_sites
 from tracelink.collect.device_events import DEVICE_PROFILING_MODES, device_events, device_time_summary
 from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command
-from tracelink.collect.hal import export_hal_profile, hal_events, place_by_command_index, read_records, start_hal_profile
+from tracelink.collect.hal import RUN_BUNDLE, dispatch_events, export_hal_profile, place_by_command_index, read_hal_records, read_records, start_hal_profile
 from tracelink.collect.hal_losses import DISPATCH_STREAM, FLUSH_FLAGS, FLUSH_INTERVAL_MS, dropped_records
 from tracelink.collect.hook import run_hooked
 from tracelink.collect.hook_tables import label_workgroups
+from tracelink.collect.memory import MemoryCapture, first_call
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
 from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile.targets import device_target
@@ -52,14 +53,18 @@ class Collected:
     zones: pd.DataFrame | None = None  # tracy: every zone of the runtime
     summary: dict = field(default_factory=dict)  # what the collector adds to the profile's summary
     iteration_times: pd.DataFrame | None = None  # GPU: device, queue and host time per iteration
+    memory: MemoryCapture | None = None  # the first call's queue allocations, where the run recorded them
 
 
 class PendingCollection:
-    """A collector running in the background (:class:`~tracelink.tools.InBackground`)."""
+    """A collector running in the background (:class:`~tracelink.tools.InBackground`); ``records_memory``:
+    whether its run records the memory events of a call (:attr:`Collected.memory`), so that none need a
+    run of their own."""
 
-    def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected]) -> None:
+    def __init__(self, run: Callable[[], object], finish: Callable[[object, Sequence[str]], Collected], records_memory: bool = False) -> None:
         self._run = InBackground(run, "tracelink-collect")
         self._finish = finish
+        self.records_memory = records_memory
 
     def finish(self, call_site_exports: Sequence[str], warmup: int, ended: Callable[[], None] = lambda: None) -> Collected:
         """Wait for the run; match its events to the run-phase call sites and drop the warm-up. ``ended``
@@ -90,15 +95,22 @@ def start_collection(collector: str, request: RunRequest) -> PendingCollection:
         return start_device_profile(request)
     if collector == "hal":
         run = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations, request.artifacts, request.device)
-        return PendingCollection(
-            lambda: run_hal_whole(run, request),
-            lambda result, exports: Collected(hal_events(result[0], exports, request.iterations), summary=result[1]),
-        )
+        return PendingCollection(lambda: run_hal_whole(run, request), lambda result, exports: hal_collected(*result, exports, request.iterations),
+                                 records_memory=True)
     if collector == "tracy":
         return start_tracy(request)
     if collector == "hook":
         return start_hook(request)
     raise ValueError(f"unknown collector {collector!r}")
+
+
+def hal_collected(jsonl: Path, summary: dict, call_site_exports: Sequence[str], calls: int) -> Collected:
+    """The dispatch events of an exported HAL profile of ``calls`` calls, and its first call's memory."""
+    records = read_hal_records(jsonl)
+    events = dispatch_events(records, call_site_exports, calls)
+    placed = [None if pd.isna(call) else int(call) for call in events["iteration"]]
+    memory = first_call(records.memory_events, records.dispatches, placed, RUN_BUNDLE)
+    return Collected(events, summary=summary, memory=memory)
 
 
 def run_hal_whole(first: ToolRun, request: RunRequest) -> tuple[Path, dict]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -25,10 +26,12 @@ from tracelink.iree_tools import benchmark_command, benchmark_times_ns, profile_
 from tracelink.tools import ToolRun
 
 SCHEMA_VERSION = 15
-# Dispatches (host-execution), their submissions (queue-events) and exports (executable-metadata). Not
-# command-region-events: the task executor's regions, nothing tracelink reads, were 42 % of a BERT run's
-# records and 57 % of its export's bytes.
-PROFILING_MODES = "host-execution,queue-events,executable-metadata"
+MEMORY_MODE = "memory-events"  # queue allocations and their pools: a few records per call, in a stream of their own
+# Dispatches (host-execution), their submissions (queue-events), exports (executable-metadata) and the
+# first call's memory (tracelink.collect.memory.first_call). Not command-region-events: the task
+# executor's regions, nothing tracelink reads, were 42 % of a BERT run's records and 57 % of its export's bytes.
+PROFILING_MODES = f"host-execution,queue-events,executable-metadata,{MEMORY_MODE}"
+RUN_BUNDLE = "run.ireeprof"  # the timed run's bundle, in the artifacts
 BENCHMARK_REPORT = "benchmark.json"  # the benchmark tool's own timing of the profiled calls (Google Benchmark's JSON)
 
 
@@ -46,7 +49,7 @@ def start_hal_profile(
 ) -> ToolRun:
     """Start the program under the HAL profiler on ``device``, writing ``run.ireeprof`` in ``output_dir``."""
     command = benchmark_command(vmfb, function, inputs, parameters, iterations, device) + [
-        f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / 'run.ireeprof'}", *profiling_flags,
+        f"--device_profiling_mode={modes}", f"--device_profiling_output={output_dir / RUN_BUNDLE}", *profiling_flags,
         f"--benchmark_out={output_dir / BENCHMARK_REPORT}", "--benchmark_out_format=json",
     ]
     archives = f" with parameters {', '.join(parameters)}" if parameters else ""  # the runtime's errors name no archive
@@ -61,7 +64,7 @@ def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path
 
 def export_bundle(output_dir: Path, timeout_s: float) -> Path:
     """``iree-profile export`` of ``output_dir/run.ireeprof`` to ``run.jsonl`` (ireeperf-jsonl)."""
-    bundle, exported = output_dir / "run.ireeprof", output_dir / "run.jsonl"
+    bundle, exported = output_dir / RUN_BUNDLE, output_dir / "run.jsonl"
     ToolRun(profile_export_command(bundle, exported), output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
     return exported
 
@@ -77,22 +80,43 @@ def read_records(jsonl: Path) -> Iterator[dict]:
             yield record
 
 
-def hal_events(jsonl: Path, call_site_exports: Sequence[str], calls: int | None = None) -> pd.DataFrame:
-    """Dispatch events of a HAL profile, matched to call sites; with ``calls``, the number of calls of the function run."""
-    dispatches: list[dict] = []
-    commands: dict[int, list[tuple[int, str]]] = {}
-    executes: dict[int, list[int]] = {}
+@dataclass
+class HalRecords:
+    """The records of a HAL profile that tracelink reads, from one pass over its export."""
+
+    dispatches: list[dict]  # host_execution_event dispatches, in start order: the events' row order (:func:`dispatch_events`)
+    commands: dict[int, list[tuple[int, str]]]  # command buffer -> its dispatch commands (index, export)
+    executes: dict[int, list[int]]  # command buffer -> the submissions that executed it
+    memory_events: list[dict]
+
+
+def read_hal_records(jsonl: Path) -> HalRecords:
+    """The dispatch, command, execution and memory records of an exported HAL profile."""
+    records = HalRecords([], {}, {}, [])
     for record in read_records(jsonl):
         kind, op = record.get("record_type"), record.get("op")
         if kind == "host_execution_event" and op == "dispatch":
-            dispatches.append(record)
+            records.dispatches.append(record)
         elif kind == "command_operation" and op == "dispatch":
-            commands.setdefault(record["command_buffer_id"], []).append((record["command_index"], record["key"]))
+            records.commands.setdefault(record["command_buffer_id"], []).append((record["command_index"], record["key"]))
         elif kind == "queue_event" and op == "execute":
-            executes.setdefault(record["command_buffer_id"], []).append(record["submission_id"])
+            records.executes.setdefault(record["command_buffer_id"], []).append(record["submission_id"])
+        elif kind == "memory_event":
+            records.memory_events.append(record)
+    records.dispatches.sort(key=lambda r: r["start_host_time_ns"])
+    return records
+
+
+def hal_events(jsonl: Path, call_site_exports: Sequence[str], calls: int | None = None) -> pd.DataFrame:
+    """Dispatch events of a HAL profile, matched to call sites; with ``calls``, the number of calls of the function run."""
+    return dispatch_events(read_hal_records(jsonl), call_site_exports, calls)
+
+
+def dispatch_events(records: HalRecords, call_site_exports: Sequence[str], calls: int | None = None) -> pd.DataFrame:
+    """The dispatch events of ``records``, one row per dispatch record in order, matched to call sites (see :func:`hal_events`)."""
+    dispatches = records.dispatches
     if not dispatches:
         return make_events([])
-    dispatches.sort(key=lambda r: r["start_host_time_ns"])
     origin = dispatches[0]["start_host_time_ns"]
     events = make_events([
         {
@@ -103,12 +127,12 @@ def hal_events(jsonl: Path, call_site_exports: Sequence[str], calls: int | None 
         }
         for r in dispatches
     ])
-    placed = place_by_command_index(dispatches, commands, call_site_exports)
+    placed = place_by_command_index(dispatches, records.commands, call_site_exports)
     if placed is None:
         events = match_call_sites(events, call_site_exports)
     else:
         events["call_site"] = pd.array(placed, dtype="Int64")
-        iterations = submission_iterations(dispatches, executes, calls) if calls else None
+        iterations = submission_iterations(dispatches, records.executes, calls) if calls else None
         events["iteration"] = pd.array(iterations, dtype="Int64") if iterations is not None else events.groupby("call_site").cumcount().astype("Int64")
     return events
 

@@ -31,6 +31,7 @@ import pandas as pd
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_atomic, write_text_atomic
 from tracelink.collect.collectors import RunRequest, start_collection
+from tracelink.collect.hal import RUN_BUNDLE
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.rounds import alternate
 from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
@@ -117,7 +118,7 @@ def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, 
     request = RunRequest(vmfb, profile.summary["function"], run_inputs(profile), run_parameters(profile), warmup + iterations,
                          directory, timeout_s, device=device)
     events = start_collection("hal", request).finish(run_exports(profile), warmup).events
-    (directory / "run.ireeprof").unlink(missing_ok=True)  # the exported JSON lines hold what is needed
+    (directory / RUN_BUNDLE).unlink(missing_ok=True)  # the exported JSON lines hold what is needed
     return dataclasses.replace(profile, events=events)
 
 
