@@ -1,14 +1,20 @@
-"""The summary `tracelink profile` prints: its tables are rendered while the memory run ends, before the
-report; what it prints is what :func:`print_summary` prints for the profile directory it wrote."""
+"""The summary `tracelink profile` prints: its tables are rendered while the report is built; what it
+prints is what :func:`print_summary` prints for the profile directory it wrote. The command keeps its
+tables' strings as Python objects; the files it writes are those of pandas' default storage."""
 
 from __future__ import annotations
+
+import shutil
+
+import pandas as pd
 
 from tests.conftest import EXAMPLES
 from tests.test_bad_input import run_cli
 from tracelink.cli import main
+from tracelink.pipeline import assemble_profile, write_profile_files
 from tracelink.profile_dir import load_profile
-from tracelink.report import summary
-from tracelink.report.summary import print_summary, summary_console
+from tracelink.report import build_report, summary
+from tracelink.report.summary import print_summary, rendered_tables, summary_console
 
 
 def test_the_printed_summary_is_that_of_the_written_profile(tmp_path):
@@ -22,7 +28,7 @@ def test_the_printed_summary_is_that_of_the_written_profile(tmp_path):
     assert done.stdout == printed.get()
 
 
-def test_tables_that_fail_beside_the_memory_run_are_printed_once_the_profile_is_written(tmp_path, monkeypatch, capsys):
+def test_tables_that_fail_beside_the_report_are_printed_once_the_profile_is_written(tmp_path, monkeypatch, capsys):
     tried = []
 
     def failing(profile, console):
@@ -34,3 +40,25 @@ def test_tables_that_fail_beside_the_memory_run_are_printed_once_the_profile_is_
     assert main(["profile", str(EXAMPLES / "mlp.mlir"), "-o", str(out), "--repetitions", "2"]) == 0
     assert tried == [out] and (out / "report.html").is_file()
     assert "Hottest dispatches" in capsys.readouterr().out  # rendered after the report instead
+
+
+def test_strings_kept_as_python_objects_write_the_same_files(example_profiles, tmp_path):
+    source = example_profiles["convnet"].directory
+    out = tmp_path / "out"  # the same directory for both, as the files name it
+    written, tables = {}, {}
+    for storage in ("pyarrow", "python"):
+        out.mkdir()
+        with pd.option_context("mode.string_storage", storage):
+            loaded = load_profile(source)
+            result = assemble_profile(out, loaded.events, loaded.graph, dict(loaded.summary),
+                                      library_frames=tuple(loaded.summary["library_frames"]))
+            assert result.call_sites["export"].dtype.storage == storage
+            result.summary["memory"], result.memory_lines, result.memory_components = loaded.summary["memory"], loaded.memory_lines, loaded.memory_components
+            write_profile_files(result)
+            build_report(result)
+            tables[storage] = rendered_tables(result, summary_console())
+            written[storage] = {path.name: path.read_bytes() for path in out.iterdir() if path.suffix in (".csv", ".json", ".html", ".graphml")}
+        shutil.rmtree(out)
+    assert set(written["python"]) >= {"call_sites.csv", "source_lines.csv", "profile.json", "report.html", "trace.json"}
+    assert written["python"] == written["pyarrow"]
+    assert tables["python"] == tables["pyarrow"]

@@ -99,7 +99,7 @@ def print_summary(result: Profile, console: Console, top: int = 10, tables: str 
 
 def rendered_tables(result: Profile, console: Console, top: int = 10) -> str:
     """The text ``console`` prints for :func:`print_tables` (terminal codes included), printing nothing:
-    `tracelink profile` renders it while the memory run ends, which the tables do not read."""
+    `tracelink profile` renders it while a forked child builds the report."""
     with console.capture() as captured:
         print_tables(result, console, top)
     return captured.get()
