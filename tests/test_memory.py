@@ -47,13 +47,14 @@ def chain(n1: int, n2: int, k: int = 32, parameter: bool = False) -> str:
             + "  return %r2 : tensor<1024x8xf32>\n}\n")
 
 
-def one_call_bundle(profile, parameters: tuple[str, ...] = ()) -> Path:
-    """A memory-events bundle of one call of the profiled program, made by `iree-run-module` itself."""
-    from tracelink.tune.diff import run_inputs
+def one_call_bundle(profile) -> Path:
+    """A memory-events bundle of one call of the profiled program, with its inputs and parameters, made by
+    `iree-run-module` itself."""
+    from tracelink.tune.diff import run_inputs, run_parameters
 
     bundle = profile.directory.parent / f"{profile.directory.name}-one-call.ireeprof"
     command = [tool_path("iree-run-module"), f"--module={profile.artifacts / 'app.vmfb'}", f"--function={profile.summary['function']}",
-               "--device=local-task", *(f"--input={value}" for value in run_inputs(profile)), *(f"--parameters={value}" for value in parameters),
+               "--device=local-task", *(f"--input={value}" for value in run_inputs(profile)), *(f"--parameters={value}" for value in run_parameters(profile)),
                "--device_profiling_mode=memory-events", f"--device_profiling_output={bundle}"]
     subprocess.run(command, capture_output=True, check=True)
     return bundle
@@ -120,7 +121,7 @@ def test_the_timed_runs_first_call_has_the_allocations_of_a_call_run_alone(profi
     profile = profiles["param"]
     calls = profile.summary["warmup"] + profile.summary["repetitions"]
     ours = hal_collected(profile.artifacts / "run.jsonl", {}, run_exports(profile), calls).memory
-    alone = iree_profile_memory(one_call_bundle(profile, (f"model={profile.directory.parent / 'weights.irpa'}",)))
+    alone = iree_profile_memory(one_call_bundle(profile))
     assert sorted((a.length, a.closed_ns is None) for a in ours.allocations) == sorted(
         (r["lifecycle_total_open_bytes"], r["open_at_end"]) for r in alone["allocations"])
     assert ours.high_water()[0] == alone["high_water"]
@@ -134,7 +135,7 @@ def test_reader_sees_the_allocations_iree_profile_sees(profiles, tmp_path):
     from tracelink.collect.hal import export_bundle
     from tracelink.collect.memory import read_memory_events
 
-    bundle = one_call_bundle(profiles["param"], (f"model={profiles['param'].directory.parent / 'weights.irpa'}",))
+    bundle = one_call_bundle(profiles["param"])
     (tmp_path / "run.ireeprof").write_bytes(bundle.read_bytes())
     capture = read_memory_events(export_bundle(tmp_path, 60.0))
     theirs = iree_profile_memory(bundle)
@@ -153,7 +154,7 @@ def test_a_collector_without_memory_events_runs_one_call_for_them(profiles, tmp_
 def test_second_temporary_and_parameter_archive(profiles):
     profile = profiles["param"]
     memory = profile.summary["memory"]
-    assert memory["peak_bytes"] == iree_profile_memory(one_call_bundle(profile, (f"model={profile.directory.parent / 'weights.irpa'}",)))["high_water"]
+    assert memory["peak_bytes"] == iree_profile_memory(one_call_bundle(profile))["high_water"]
     lines = profile.memory_lines.set_index("line")
     # here T2 (1024x1024, 4 MiB) is the bigger one: line 14 holds the peak, line 10's 1 MiB is dead by then
     assert profile.memory_lines.iloc[0]["line"] == 14 and lines.loc[14, "bytes_at_peak"] == 4 * MiB

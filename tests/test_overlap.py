@@ -114,5 +114,6 @@ def test_with_jax_loaded_the_work_runs_in_the_caller(tmp_path, monkeypatch):
     def fail() -> None:
         raise TracelinkError("trace.json: disk full")
 
+    failing = InChildProcess(fail, "writer")  # the caller's own work beside it is done before the failure is said
     with pytest.raises(TracelinkError, match="disk full"):
-        InChildProcess(fail, "writer").wait()
+        failing.wait()

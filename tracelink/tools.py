@@ -335,12 +335,17 @@ class InChildProcess(Generic[Result]):
     :meth:`wait` returns what the work returned, or raises its failure in one line.
 
     Where a loaded library's own threads make forking unsafe (:data:`FORK_UNSAFE_MODULES`), the work
-    runs at once in the caller instead."""
+    runs at once in the caller instead, and what it raises is raised by :meth:`wait` too, so that the
+    caller's own work beside it is done either way."""
 
     def __init__(self, work: Callable[[], Result], name: str) -> None:
         self._process = None
+        self._failure: Exception | None = None
         if any(module in sys.modules for module in FORK_UNSAFE_MODULES):
-            self._value = work()
+            try:
+                self._value = work()
+            except Exception as error:  # noqa: BLE001: raised by wait(), as a forked child's failure is
+                self._failure = error
             return
         context = multiprocessing.get_context("fork")
         self._outcome, sent = context.Pipe(duplex=False)
@@ -351,6 +356,8 @@ class InChildProcess(Generic[Result]):
     def wait(self) -> Result:
         """What the child's work returned; what it raised, or how it ended if it could not say, as a TracelinkError."""
         if self._process is None:
+            if self._failure is not None:
+                raise self._failure
             return self._value
         try:
             failed, value = self._outcome.recv()

@@ -99,7 +99,7 @@ def allocations_of(records: Iterable[dict]) -> list[Allocation]:
     return allocations
 
 
-def first_call(memory_events: list[dict], dispatches: list[dict], calls: Sequence[object], bundle: str) -> MemoryCapture:
+def first_call(memory_events: list[dict], dispatches: list[dict], calls: Sequence[int | None], bundle: str) -> MemoryCapture:
     """The queue allocations of the first call in a run of several (the timed run's bundle ``bundle``).
 
     ``dispatches`` are the run's dispatch records and ``calls`` the call of each (0-based, None where
@@ -110,7 +110,7 @@ def first_call(memory_events: list[dict], dispatches: list[dict], calls: Sequenc
     """
     allocations = allocations_of(memory_events)
     first = [record["submission_id"] for record, call in zip(dispatches, calls) if call == 0]
-    if not first or all(call == 0 for call in calls):  # one call, or none placed: the capture is the call
+    if not first or all(call == 0 for call in calls):  # one call (or none of its dispatches placed): every allocation
         return MemoryCapture(allocations, bundle)
     last = max(first)
     return MemoryCapture([allocation for allocation in allocations if allocation.submission_id < last], bundle)
