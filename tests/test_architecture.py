@@ -80,7 +80,16 @@ def test_units_are_small(module):
     assert long == []
 
 
+def modules_naming(*tools: str) -> set[str]:
+    return {module for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and node.value in tools}
+
+
 def test_iree_run_tools_are_named_in_one_module():
-    naming = {module for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
-              if isinstance(node, ast.Constant) and node.value in RUN_TOOLS}
-    assert naming == {"tracelink.iree_tools"}
+    assert modules_naming(*RUN_TOOLS) == {"tracelink.iree_tools"}
+
+
+def test_the_compiler_command_is_built_in_one_module():
+    # tracelink.tools finds every tool's binary (the compiler's in its own package); iree_tools builds the
+    # command, on one thread when a tuning spec is given (iree_tools.SINGLE_THREAD_FLAG)
+    assert modules_naming("iree-compile") == {"tracelink.iree_tools", "tracelink.tools"}

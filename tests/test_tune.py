@@ -147,6 +147,8 @@ def work(tmp_path_factory) -> dict:
     poor_spec = write_spec([Choice(dispatch, POOR)], root / "poor_spec.mlir")
     base = root / "base"
     run_profile(program, base, repetitions=30, compile=CompileOptions(tuning_spec=poor_spec))
+    # with a tuning spec the compiler runs on one thread (iree_tools.SINGLE_THREAD_FLAG)
+    assert "--mlir-disable-threading" in (base / "artifacts" / "compile.log").read_text().split("\n", 1)[0]
     config = root / "tune.toml"
     config.write_text(SMALL_SPACE)
     return {"root": root, "program": program, "benchmark": benchmark, "dispatch": dispatch, "base": base,

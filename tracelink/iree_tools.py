@@ -1,6 +1,6 @@
-"""IREE's run, benchmark and profile-export tools: their command lines and the benchmark tool's report.
+"""IREE's compile, run, benchmark and profile-export tools: their command lines and the benchmark tool's report.
 
-Every stage that runs a compiled program builds its command here, so the flags IREE 3.13 takes
+Every stage that compiles or runs a program builds its command here, so the flags IREE 3.13 takes
 (``--module``, ``--device``, ``--function``, ``--parameters``, ``--input``) are spelled in one place, and
 the one reader of Google Benchmark's JSON report guards against output before it and a missing column.
 Like :mod:`tracelink.tools` (which starts and stops the processes), it sits below every stage.
@@ -14,8 +14,27 @@ from pathlib import Path
 
 from tracelink.tools import tool_path
 
-RUN_TOOL, BENCHMARK_TOOL = "iree-run-module", "iree-benchmark-module"
+COMPILE_TOOL, RUN_TOOL, BENCHMARK_TOOL = "iree-compile", "iree-run-module", "iree-benchmark-module"
+TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
+# Given a tuning spec, IREE 3.13's compiler deadlocked in 3 of 300 compiles of a two-dispatch program: the
+# executables are configured in parallel, and a worker waited forever for the lock of the codegen
+# dialect's transform libraries (IREECodegenDialect::getOrLoadTransformLibraryModule) while the others
+# slept. On one thread it did not, in 900.
+SINGLE_THREAD_FLAG = "--mlir-disable-threading"
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def compile_command(source: Path | str, output: Path | str, flags: Sequence[str]) -> list[str]:
+    """The ``iree-compile`` command compiling ``source`` into ``output`` with ``flags`` (:func:`safe_threading`)."""
+    return [tool_path(COMPILE_TOOL), str(source), "-o", str(output), *safe_threading(flags)]
+
+
+def safe_threading(flags: Sequence[str]) -> list[str]:
+    """``flags``, with the compiler on one thread when they give it a tuning spec (:data:`SINGLE_THREAD_FLAG`)."""
+    flags = list(flags)
+    if any(flag.startswith(f"{TUNING_SPEC_FLAG}=") for flag in flags) and SINGLE_THREAD_FLAG not in flags:
+        flags.append(SINGLE_THREAD_FLAG)
+    return flags
 
 
 def module_command(tool: str, vmfb: Path | str, function: str, inputs: Sequence[str] = (), parameters: Sequence[str] = (),

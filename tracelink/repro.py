@@ -21,8 +21,7 @@ from tracelink.compile.targets import target_flags
 from tracelink.outdir import REPRO_HEADER, claim_output_directory, locked
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.report.fmt import ns, pct
-from tracelink.iree_tools import BENCHMARK_TOOL, module_command
-from tracelink.tools import tool_path
+from tracelink.iree_tools import BENCHMARK_TOOL, compile_command, module_command
 
 BENCHMARK_FUNCTION = re.compile(r'util\.func\s+public\s+@("(?:[^"\\]|\\.)*"|[\w$.\-]+)\(.*iree\.benchmark\s*=\s*"dispatch"')
 # A batch of dispatches per benchmark iteration long enough (~0.1 s) that timer and submit overheads vanish.
@@ -63,7 +62,7 @@ def commands(function: str, target: dict, batch_size: int) -> list[list[str]]:
     device = target.get("device", "local-task")
     flags = target_flags(device, target.get("cpu", "host"), target.get("chip"), target.get("features"))
     return [
-        [tool_path("iree-compile"), "dispatch.mlir", "-o", "dispatch.vmfb", *flags],
+        compile_command("dispatch.mlir", "dispatch.vmfb", flags),
         module_command(BENCHMARK_TOOL, "dispatch.vmfb", function, device=device,
                        extra=[f"--batch_size={batch_size}", "--benchmark_repetitions=5"]),
     ]

@@ -250,6 +250,7 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
     ``--tuning-spec``), and the profile's function, inputs, parameters, repetitions, warm-up, collector,
     device and source options. Every path is absolute, so it runs from any directory."""
     from tracelink.compile.frontends import is_python_entry
+    from tracelink.iree_tools import TUNING_SPEC_FLAG
     from tracelink.tune.diff import run_inputs, run_parameters
     from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 
@@ -258,7 +259,7 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
     command = ["tracelink", "profile", str(program)]
     own = [flag for flag in options.get("extra_flags", []) if not flag.startswith(DUMP_FLAG_PREFIXES)]
     for flag in [*own, *flags]:
-        if flag.startswith("--iree-codegen-tuning-spec-path="):
+        if flag.startswith(f"{TUNING_SPEC_FLAG}="):
             command += ["--tuning-spec", os.path.abspath(flag.split("=", 1)[1])]
         else:  # --compile-flag=... keeps argparse from reading the iree flag as an option of its own
             command.append(f"--compile-flag={flag}")

@@ -20,7 +20,8 @@ from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.outdir import ensure_inside
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
-from tracelink.tools import ToolRun, compiler_version, open_files, tool_path
+from tracelink.iree_tools import TUNING_SPEC_FLAG, compile_command, safe_threading
+from tracelink.tools import ToolRun, compiler_version, open_files
 
 
 PHASE_POLL_S = 0.02  # how often a reader waiting for a phase's dump looks again
@@ -88,7 +89,7 @@ def compile_flags(options: CompileOptions, artifacts: Path, dumps: bool = True) 
     if options.input_type:
         flags.append(f"--iree-input-type={options.input_type}")
     if options.tuning_spec is not None:
-        flags.append(f"--iree-codegen-tuning-spec-path={Path(options.tuning_spec).resolve()}")
+        flags.append(f"{TUNING_SPEC_FLAG}={Path(options.tuning_spec).resolve()}")
     if not options.link_embedded and not device_target(options.device).is_gpu:
         flags.append("--iree-llvmcpu-link-embedded=false")
     return flags + list(options.extra_flags)
@@ -119,10 +120,10 @@ class PendingCompile:
             make_directory(folder, inside=artifacts.parent)
         self.artifacts = artifacts
         self.options = options
-        self.flags = compile_flags(options, artifacts, dumps)
+        self.flags = safe_threading(compile_flags(options, artifacts, dumps))
         self.vmfb = artifacts / "app.vmfb"
         self.started = time.perf_counter()
-        command = [tool_path("iree-compile"), str(self.input_path), "-o", str(self.vmfb), *self.flags]
+        command = compile_command(self.input_path, self.vmfb, self.flags)
         self.run = ToolRun(command, artifacts / "compile.log", f"{self.input_path}: iree-compile")
         self.ended = threading.Event()  # set once the compiler is waited for or stopped
 

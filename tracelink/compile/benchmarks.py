@@ -23,7 +23,8 @@ from pathlib import Path
 from tracelink.atomic import make_directory, remove_path
 from tracelink.compile import CompileOptions, compile_flags, dumped_phases
 from tracelink.errors import TracelinkError
-from tracelink.tools import ToolRun, tool_path
+from tracelink.iree_tools import compile_command
+from tracelink.tools import ToolRun
 
 SUFFIX = "_benchmark.mlir"
 SOURCES_PHASE = "executable-sources"  # the dump they are compiled from
@@ -57,8 +58,8 @@ def ensure_benchmark_dumps(artifacts: Path, wanted: Iterable[object], timeout_s:
     try:
         work = Path(tempfile.mkdtemp(prefix=".benchmarks.", dir=artifacts))
         try:
-            command = [tool_path("iree-compile"), str(source), "-o", str(work / "configured.mlir"), *compile_flags(options, artifacts, dumps=False),
-                       f"--compile-from={SOURCES_PHASE}", f"--compile-to={DUMP_PHASE}", f"--iree-hal-dump-executable-benchmarks-to={work}"]
+            command = compile_command(source, work / "configured.mlir", [*compile_flags(options, artifacts, dumps=False),
+                                      f"--compile-from={SOURCES_PHASE}", f"--compile-to={DUMP_PHASE}", f"--iree-hal-dump-executable-benchmarks-to={work}"])
             ToolRun(command, log, f"{source}: iree-compile (benchmark dumps)").wait(timeout_s or options.timeout_s)
             for dump in work.glob(f"*{SUFFIX}"):
                 os.replace(dump, executables / dump.name)  # a link at that name is replaced, not followed

@@ -44,7 +44,8 @@ from tracelink.aggregate.advice import HELPED
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.provenance.locations import positions_of
-from tracelink.tools import run_checked, tool_path
+from tracelink.iree_tools import compile_command
+from tracelink.tools import run_checked
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 from tracelink.tune.strategy_space import Candidate, layouts
 
@@ -94,8 +95,7 @@ def input_program(program: Path, flags: list[str], workdir: Path, timeout: float
     make_directory(workdir)
     output = workdir / "input.mlir"
     kept = [f for f in flags if not f.startswith((*DUMP_FLAG_PREFIXES, *ELIDING_FLAGS))]
-    command = [tool_path("iree-compile"), str(program), *kept, "--compile-to=input", "--mlir-print-debuginfo",
-               "-o", str(output)]
+    command = compile_command(program, output, [*kept, "--compile-to=input", "--mlir-print-debuginfo"])
     run_checked(command, timeout, program, "lowering it to the input level for per-op composition")
     return output
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command, run_module_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, compile_command, module_command, run_module_command
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
-from tracelink.tools import run_tool, stop_on_sigterm, tool_path
+from tracelink.tools import run_tool, stop_on_sigterm
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
@@ -167,7 +167,7 @@ def build(benchmark: str, fields: dict | None, source: str, vmfb: str, timeout: 
         return f"candidate generation failed: {error}", time.perf_counter() - started
     # From the configured form on, as the program compiles it: the earlier phases would fold a
     # convolution's unit batch loop again and drop its config (the executable is already configured).
-    command = [tool_path("iree-compile"), source, "--compile-from=executable-configurations", "-o", vmfb]
+    command = compile_command(source, vmfb, ["--compile-from=executable-configurations"])
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired:

@@ -25,7 +25,8 @@ from iree.compiler import ir
 
 from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import make_directory, remove_path, write_text_atomic
-from tracelink.tools import compiler_failure, run_tool, tool_path
+from tracelink.iree_tools import TUNING_SPEC_FLAG, compile_command
+from tracelink.tools import compiler_failure, run_tool
 from tracelink.ir_utils import walk
 from tracelink.tune.candidates import set_root_config
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
@@ -34,7 +35,7 @@ from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexi
 DUMP_FLAG_PREFIXES = (
     "--dump-compilation-phases-to",
     "--iree-hal-dump-executable-",
-    "--iree-codegen-tuning-spec-path",
+    TUNING_SPEC_FLAG,
     "--iree-hal-substitute-executable-",
     "--mlir-print-debuginfo",
     "--compile-to",
@@ -182,7 +183,7 @@ class Tuning:
         """The iree-compile flags that apply it."""
         flags = list(self.extra_flags)
         if self.spec is not None:
-            flags.append(f"--iree-codegen-tuning-spec-path={self.spec.resolve()}")
+            flags.append(f"{TUNING_SPEC_FLAG}={self.spec.resolve()}")
         if self.configurations is not None:
             flags.append(f"{SUBSTITUTE_FLAG}={self.configurations.resolve()}")
         return flags
@@ -222,7 +223,7 @@ def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: 
     make_directory(workdir)
     vmfb = workdir / "app.vmfb"
     kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
-    command = [tool_path("iree-compile"), str(program), *kept, *extra, "-o", str(vmfb)]
+    command = compile_command(program, vmfb, [*kept, *extra])
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:

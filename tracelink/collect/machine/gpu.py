@@ -23,13 +23,13 @@ import tempfile
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command, device_listing_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_command, compile_command, device_listing_command
 from tracelink.collect.hal import export_bundle, read_records, start_hal_profile
 from tracelink.collect.machine import Machine
 from tracelink.collect.machine.host import cache_dir, cache_size, machine_cores
 from tracelink.collect.tracy import capture_tracy, read_capture, tracy_tools
 from tracelink.compile.targets import device_target, target_flags
-from tracelink.tools import compiler_version, run_tool, tool_path
+from tracelink.tools import compiler_version, run_tool
 
 SIZE = 256
 MATMULS = 8
@@ -111,7 +111,7 @@ def measure_device(device: str, chip: str | None, features: str | None) -> dict:
         folder = Path(scratch)
         source, vmfb = folder / "probe.mlir", folder / "probe.vmfb"
         source.write_text(PROBE.format(n=SIZE, m=STREAM_ELEMENTS, matmuls=MATMULS, streams=STREAMS))
-        built = run_tool([tool_path("iree-compile"), str(source), "-o", str(vmfb), *target_flags(device, "host", chip, features)], PROBE_TIMEOUT_S)
+        built = run_tool(compile_command(source, vmfb, target_flags(device, "host", chip, features)), PROBE_TIMEOUT_S)
         if built.returncode != 0:
             raise TracelinkError(f"measuring {device}'s peaks: iree-compile failed: {built.stderr.strip()[-300:]}")
         inputs = [f"{SIZE}x{SIZE}xf32=1", f"{SIZE}x{SIZE}xf32={1 / SIZE}", f"{STREAM_ELEMENTS}xf32=0"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, module_command
+from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, compile_command, module_command
 from tracelink.errors import TracelinkError
-from tracelink.tools import kill_group, last_lines, reap, run_tool, start_process, tool_path
+from tracelink.tools import kill_group, last_lines, reap, run_tool, start_process
 
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
@@ -118,7 +118,7 @@ def iree_gflops_per_core() -> float:
         for number, config in enumerate((None, *IREE_PROBE_CONFIGS)):
             source, vmfb = Path(scratch) / f"probe{number}.mlir", Path(scratch) / f"probe{number}.vmfb"
             source.write_text(IREE_PROBE.format(n=IREE_SIZE, chain=CHAIN, attributes=probe_attributes(config)))
-            if run_tool([tool_path("iree-compile"), str(source), "-o", str(vmfb), *CPU_TARGET], PROBE_TIMEOUT_S).returncode != 0:
+            if run_tool(compile_command(source, vmfb, CPU_TARGET), PROBE_TIMEOUT_S).returncode != 0:
                 continue  # a config this CPU cannot build; the others still measure the peak
             best = max(best, 2 * IREE_SIZE**3 * CHAIN / probe_cpu_seconds(vmfb) / 1e9)
     if best <= 0:
