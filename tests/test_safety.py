@@ -290,6 +290,25 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
     refuse_foreign_file(earlier, SPEC_HEADER)
 
 
+def test_the_previous_profile_is_gone_at_once_and_removed_without_following_links(elsewhere_profile, tmp_path):
+    from tracelink.outdir import claim_output
+
+    out = tmp_path / "out"
+    shutil.copytree(elsewhere_profile, out)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine\n")
+    (out / "artifacts" / "link").symlink_to(outside, target_is_directory=True)  # a link the removal must not enter
+    (out / ".report.html.x1.tracelink.tmp").write_text("interrupted")  # an interrupted write's temporary
+    claim = claim_output(out)
+    try:  # the names are free before the removal has ended (it runs in the background)
+        assert not any((out / name).exists() for name in ("artifacts", "profile.json", "report.html", "trace.json"))
+    finally:
+        claim.release()  # waits for the removal
+    assert sorted(p.name for p in out.iterdir()) == [".tracelink", ".tracelink.lock"]
+    assert (outside / "keep.txt").read_text() == "mine\n"
+
+
 def test_a_profile_written_before_the_marker_is_replaced_without_force(elsewhere_profile, tmp_path):
     from tracelink.errors import TracelinkError
     from tracelink.outdir import MARKER, claim_output

@@ -3,8 +3,9 @@
 A profile directory holds a marker file (``.tracelink``, with a format version). ``tracelink profile``
 refuses a non-empty directory without it (unless forced; a profile an older tracelink wrote before
 the marker existed is recognised by its files), locks the directory for the whole run (a
-second run into it is refused), and removes every file an earlier run wrote before writing its own,
-so nothing of an earlier profile can be read as this one's. Forced into a directory that is not a
+second run into it is refused), and takes away every file an earlier run wrote before writing its own
+(moved into a hidden folder at once, which is removed in the background), so nothing of an earlier
+profile can be read as this one's. Forced into a directory that is not a
 profile, it refuses to replace anything there with one of its own names: tracelink removes or
 overwrites only what it wrote.
 
@@ -19,8 +20,10 @@ import fcntl
 import json
 import os
 import stat
+import tempfile
+import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +36,9 @@ LOCK = ".tracelink.lock"
 FORMAT_VERSION = 1
 # Everything a profile run (and tune / diff / report on it) writes at the top of the directory.
 OWNED = (
-    "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv",
-    "source_lines.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz", "workgroups.parquet",
-    "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds", "functions",
+    "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv", "source_lines.csv",
+    "memory_lines.csv", "memory_components.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz",
+    "workgroups.parquet", "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds", "functions",
 )
 # The start of an HTML report tracelink wrote (its <head> names the generator), for `report -o`.
 REPORT_HEADER = '<meta name="generator" content="tracelink'
@@ -49,9 +52,13 @@ class OutputClaim:
 
     directory: Path
     lock_fd: int
+    clearing: threading.Thread | None = None  # removing the previous profile's files (:func:`clear_previous`)
 
     def release(self) -> None:
-        """Unlock the directory (idempotent)."""
+        """Wait until the previous profile's files are removed, then unlock the directory (idempotent)."""
+        if self.clearing is not None:
+            self.clearing.join()
+            self.clearing = None
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
@@ -114,7 +121,7 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
     try:
         refuse_inputs_inside(directory, inputs)
         write_marker(directory)  # first: from the lock on, other commands see a profile directory (and its lock)
-        clear_previous(directory)
+        claim.clearing = clear_previous(directory)
     except BaseException:
         claim.release()
         raise
@@ -180,16 +187,31 @@ def refuse_inputs_inside(directory: Path, inputs: tuple[Path, ...]) -> None:
             raise TracelinkError(f"{path}: lies inside the previous profile in {directory}, which this run replaces; copy it elsewhere first")
 
 
-def clear_previous(directory: Path) -> None:
-    """Remove what an earlier run wrote (only tracelink's own names; links inside are removed, never followed)."""
-    for name in OWNED:
-        path = directory / name
+def clear_previous(directory: Path) -> threading.Thread | None:
+    """Take away what an earlier run wrote (only tracelink's own names, and the temporaries of an
+    interrupted run): each is moved at once into a new hidden folder of ``directory``, which a
+    background thread then removes (returned; None when there was nothing to remove). The compiler can
+    start meanwhile: unlinking a 424-call-site BERT's previous profile (45 MB) took 0.025 s, renaming
+    its paths a few hundred microseconds. Links inside are moved and removed, never followed; a folder
+    left behind (interrupted, or not removable) is a leftover temporary the next run removes."""
+    previous = [path for path in (*(directory / name for name in OWNED), *directory.glob(f".*{TEMPORARY_SUFFIX}")) if os.path.lexists(path)]
+    if not previous:
+        return None
+    trash = Path(tempfile.mkdtemp(prefix=".previous.", suffix=TEMPORARY_SUFFIX, dir=directory))
+    for path in previous:
         try:
-            remove_path(path, directory)
+            os.rename(path, trash / path.name)  # renames a link itself, never its target
         except OSError as error:
             raise TracelinkError(f"{path}: cannot remove the previous profile's file ({error.strerror})") from None
-    for leftover in directory.glob(f".*{TEMPORARY_SUFFIX}"):  # temporary files of an interrupted atomic write
-        remove_path(leftover, directory)
+    clearing = threading.Thread(target=remove_quietly, args=(trash, directory), name="tracelink-clear", daemon=True)
+    clearing.start()
+    return clearing
+
+
+def remove_quietly(path: Path, inside: Path) -> None:
+    """:func:`remove_path`; a failure leaves ``path`` for the next run to remove."""
+    with suppress(OSError):
+        remove_path(path, inside)
 
 
 def write_marker(directory: Path) -> None:

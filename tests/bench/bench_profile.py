@@ -2,9 +2,11 @@
 
 For every example and shared workload, runs the `tracelink profile` command (as a user does: its
 start-up, report and all) and the bare tools doing the same compile and the same repetitions,
-alternately for a few rounds, and prints the ratio of the median wall times (target ≤ 1.3×) and of
-the median CPU times. Alternating rounds and medians, because on this shared VM the wall time of one
-identical compile varies up to 3×. Then the same race on a program of 400+ call sites: a 30-layer BERT
+for a few rounds (which of the two runs first alternates from round to round), and prints the ratio of
+their wall times (target ≤ 1.3×) and of their CPU times as tracelink states every speedup: the geometric
+mean of the rounds' paired ratios, with its 95 % interval (tracelink.aggregate.speedup), beside the
+medians of each. Paired rounds, because on this shared VM the wall time of one identical compile varies
+up to 3× and drifts over minutes: a slower stretch slows both runs of its round. Then the same race on a program of 400+ call sites: a 30-layer BERT
 encoder (MiniLM's width, built from transformers' config with seeded weights, exported once by
 `tracelink profile model.py:make`), profiled from its exported MLIR and parameter archive, with
 tracelink's own timing of each stage. Last, the time to build the provenance graph of the largest workload.
@@ -26,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
+from tracelink.aggregate.speedup import speedup_of  # noqa: E402
 from tracelink.iree_tools import benchmark_command  # noqa: E402
 from tracelink.compile import TARGET_FLAGS  # noqa: E402
 from tracelink.provenance.build import build_provenance  # noqa: E402
@@ -34,6 +37,7 @@ from tracelink.tools import tool_path  # noqa: E402
 
 REPETITIONS = 10
 ROUNDS = 3
+BIG_ROUNDS = 5  # the 400+ call-site program's race, the one the 1.3x target is read from
 PROGRAMS = {
     **{name: (REPO / "examples" / f"{name}.mlir", [], []) for name in ("mlp", "attention", "convnet")},
     **{name: (WORKLOADS / f"{name}.mlir", inputs, parameters) for name, (_, inputs, parameters) in WORKLOAD_RUNS.items()},
@@ -72,7 +76,7 @@ def make():
 """
 
 
-def race(name: str, program: Path, inputs: list[str], parameters: list[str], work: Path) -> list[dict]:
+def race(name: str, program: Path, inputs: list[str], parameters: list[str], work: Path, rounds: int = ROUNDS) -> list[dict]:
     """Print the median wall and CPU times of `tracelink profile` against the bare tools, alternating; each round's stage timings."""
     # tracelink's bytecode, as an installed copy has it (pip compiles a wheel's at install, Python an editable
     # one's on first use): where PYTHONDONTWRITEBYTECODE is set, as on the CI VM, every run would otherwise
@@ -89,20 +93,28 @@ def race(name: str, program: Path, inputs: list[str], parameters: list[str], wor
         benchmark_command(vmfb, function["function"], function["inputs"], parameters, REPETITIONS + 1),
     ]
     traced, bare, stages = [], [], []
-    for _ in range(ROUNDS):
-        bare.append(timed(bare_commands))
-        traced.append(timed([traced_command]))
-        stages.append(json.loads((out / "profile.json").read_text())["timings_s"])
+    for round_number in range(rounds):
+        # each round runs both, the first of them alternating: a drift of the VM's speed then weighs on both sides alike
+        for side in ("bare", "traced") if round_number % 2 == 0 else ("traced", "bare"):
+            if side == "bare":
+                bare.append(timed(bare_commands))
+            else:
+                traced.append(timed([traced_command]))
+                stages.append(json.loads((out / "profile.json").read_text())["timings_s"])
+    # tracelink's one statistic (tracelink.aggregate.speedup): the geometric mean of the rounds' paired ratios
+    wall, wall_low, wall_high = speedup_of([t[0] for t in traced], [b[0] for b in bare])
+    cpu, _, _ = speedup_of([t[1] for t in traced], [b[1] for b in bare])
     wall_t, wall_b = statistics.median(t[0] for t in traced), statistics.median(b[0] for b in bare)
     cpu_t, cpu_b = statistics.median(t[1] for t in traced), statistics.median(b[1] for b in bare)
-    print(f"{name:32s} wall {wall_t:5.2f} s vs {wall_b:5.2f} s = {wall_t / wall_b:4.2f}x (target <= 1.3x)   "
-          f"cpu {cpu_t:5.2f} s vs {cpu_b:5.2f} s = {cpu_t / cpu_b:4.2f}x", flush=True)
+    interval = f" [{wall_low:4.2f}, {wall_high:4.2f}]" if rounds > 1 else ""
+    print(f"{name:32s} wall {wall:4.2f}x{interval} (target <= 1.3x; medians {wall_t:5.2f} s vs {wall_b:5.2f} s)   "
+          f"cpu {cpu:4.2f}x ({cpu_t:5.2f} s vs {cpu_b:5.2f} s)", flush=True)
     return stages
 
 
 def main() -> None:
     print(f"tracelink profile vs bare iree-compile + iree-benchmark-module ({REPETITIONS} repetitions + 1 warm-up), "
-          f"median of {ROUNDS} alternating rounds")
+          f"{ROUNDS} paired rounds ({BIG_ROUNDS} for the 400+ call-site program), the first run of each alternating")
     for name, (program, inputs, parameters) in PROGRAMS.items():
         with tempfile.TemporaryDirectory() as work_dir:
             race(name, program, inputs, parameters, Path(work_dir))
@@ -114,7 +126,7 @@ def main() -> None:
         artifacts = work / "exported" / "artifacts"
         exported = json.loads((work / "exported" / "profile.json").read_text())
         stages = race(f"bert 30 layers ({exported['coverage']['call_sites']} call sites)", artifacts / "exported.mlir",
-                      exported["inputs"], [f"model={artifacts / 'parameters.irpa'}"], work)
+                      exported["inputs"], [f"model={artifacts / 'parameters.irpa'}"], work, BIG_ROUNDS)
         print("  its stages (median s): " + ", ".join(f"{stage} {statistics.median(s[stage] for s in stages):.2f}" for stage in stages[0]))
     largest = WORKLOADS / "clip_text_toy_f32.mlir"
     function, inputs, parameters = WORKLOAD_RUNS["clip_text_toy_f32"]
