@@ -18,6 +18,7 @@ The walks are iterative over call-site chains, so a stack thousands of frames de
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -62,9 +63,8 @@ class SourceLocation:
         """
         if not self.positions:  # located by a name only (an ONNX node): the name is the location
             return self.name or (self.frames[0] if self.frames else "unknown")
-        shown = [str(p) for p in self.positions]
-        if len(shown) > 4:
-            shown = [*shown[:2], "…", shown[-1]]
+        positions = self.positions
+        shown = [str(p) for p in positions] if len(positions) <= 4 else [str(positions[0]), str(positions[1]), "…", str(positions[-1])]
         where = " ← ".join(shown)
         return f"{self.name} @ {where}" if self.name else where
 
@@ -107,8 +107,9 @@ def chain_pieces(loc: ir.Location) -> list[ir.Location]:
     return pieces
 
 
-def member_frames(loc: ir.Location, enclosing: frozenset[str]) -> list[list[ir.Location]]:
-    """The members of a location, each as its frames innermost first, enclosing-function frames removed.
+def member_frames(loc: ir.Location, enclosing: frozenset[str], text: Callable[[ir.Location], str] = str) -> list[list[ir.Location]]:
+    """The members of a location, each as its frames innermost first, enclosing-function frames removed
+    (a frame's ``text`` is its printed form).
 
     A fused piece inside a call stack (``callsite(fused[a, b] at c)``) gives one member per fused
     member, each with the rest of the stack.
@@ -116,10 +117,10 @@ def member_frames(loc: ir.Location, enclosing: frozenset[str]) -> list[list[ir.L
     choices: list[list[list[ir.Location]]] = []
     for piece in chain_pieces(loc):
         if isinstance(piece, ir.FusedLoc):
-            options = [frames for member in piece.locations for frames in member_frames(member, enclosing)]
+            options = [frames for member in piece.locations for frames in member_frames(member, enclosing, text)]
             if options:
                 choices.append(options)
-        elif str(piece) not in enclosing:
+        elif text(piece) not in enclosing:
             choices.append([[piece]])
     members: list[list[ir.Location]] = []
     for combination in itertools.islice(itertools.product(*choices), MAX_MEMBERS):
@@ -160,14 +161,25 @@ def positions_of(loc: ir.Location) -> list[Position]:
     return positions
 
 
-def source_location(frames: list[ir.Location]) -> SourceLocation:
-    """A member from its frames."""
-    names: dict[str, None] = {}
-    positions: dict[Position, None] = {}
-    for frame in frames:
-        names.update(dict.fromkeys(names_of(frame)))
-        positions.update(dict.fromkeys(positions_of(frame)))
-    return SourceLocation(tuple(str(f) for f in frames), tuple(names), tuple(positions))
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a member: its printed form, its names and its positions."""
+
+    text: str
+    names: tuple[str, ...]
+    positions: tuple[Position, ...]
+
+
+def frame_of(loc: ir.Location) -> Frame:
+    return Frame(str(loc), tuple(names_of(loc)), tuple(positions_of(loc)))
+
+
+def source_location(frames: list[ir.Location], frame: Callable[[ir.Location], Frame] = frame_of) -> SourceLocation:
+    """A member from its frames (``frame`` decomposes one)."""
+    parts = [frame(loc) for loc in frames]
+    names = dict.fromkeys(name for part in parts for name in part.names)
+    positions = dict.fromkeys(position for part in parts for position in part.positions)
+    return SourceLocation(tuple(part.text for part in parts), tuple(names), tuple(positions))
 
 
 class Normaliser:
@@ -175,21 +187,36 @@ class Normaliser:
 
     The dumps repeat the same few thousand locations on every op. Locations are uniqued in their
     context and their attribute form hashes by identity there, so each distinct one is decomposed
-    (and printed) once; the cache must only see locations of one context.
+    (and printed) once; the cache must only see locations of one context. The frames are cached too:
+    a fused location repeats frames of others (the BERT's host program has 284 locations of 277
+    frames, which their members named 10,000 times: printing them was 0.08 s of its 0.1 s).
     """
 
     def __init__(self, enclosing: frozenset[str] = frozenset()) -> None:
         self.enclosing = enclosing
         self.cache: dict[ir.Attribute, OpLocation] = {}
         self.frames_cache: dict[ir.Attribute, tuple[tuple[str, ...], ...]] = {}
+        self.frame_cache: dict[ir.Attribute, Frame] = {}
 
     def __call__(self, loc: ir.Location) -> OpLocation:
         key = loc.attr
         found = self.cache.get(key)
         if found is None:
-            members = dict.fromkeys(source_location(frames) for frames in member_frames(loc, self.enclosing))
+            members = dict.fromkeys(source_location(frames, self.frame) for frames in member_frames(loc, self.enclosing, self.text))
             found = self.cache[key] = OpLocation(tuple(members))
         return found
+
+    def frame(self, loc: ir.Location) -> Frame:
+        """One frame decomposed, once per distinct frame."""
+        key = loc.attr
+        found = self.frame_cache.get(key)
+        if found is None:
+            found = self.frame_cache[key] = frame_of(loc)
+        return found
+
+    def text(self, loc: ir.Location) -> str:
+        """A frame's printed form (:meth:`frame`'s)."""
+        return self.frame(loc).text
 
     def frames(self, loc: ir.Location) -> tuple[tuple[str, ...], ...]:
         """The frames of each member of ``loc`` (those of ``self(loc).members``), without reading the
@@ -200,8 +227,8 @@ class Normaliser:
             return tuple(member.frames for member in normalised.members)
         found = self.frames_cache.get(key)
         if found is None:
-            members = member_frames(loc, self.enclosing)
-            found = self.frames_cache[key] = tuple(dict.fromkeys(tuple(str(frame) for frame in frames) for frames in members))
+            members = member_frames(loc, self.enclosing, self.text)
+            found = self.frames_cache[key] = tuple(dict.fromkeys(tuple(self.text(frame) for frame in frames) for frames in members))
         return found
 
 
