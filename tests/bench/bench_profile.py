@@ -77,7 +77,7 @@ def make():
 
 
 def race(name: str, program: Path, inputs: list[str], parameters: list[str], work: Path, rounds: int = ROUNDS) -> list[dict]:
-    """Print the median wall and CPU times of `tracelink profile` against the bare tools, alternating; each round's stage timings."""
+    """Print the wall and CPU ratios of `tracelink profile` to the bare tools over ``rounds`` paired rounds; each round's stage timings."""
     # tracelink's bytecode, as an installed copy has it (pip compiles a wheel's at install, Python an editable
     # one's on first use): where PYTHONDONTWRITEBYTECODE is set, as on the CI VM, every run would otherwise
     # compile its ~150 modules again (0.14 CPU-s, 0.2 s of the 424-call-site BERT's race)
