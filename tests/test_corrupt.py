@@ -123,3 +123,16 @@ def test_a_record_log_cut_mid_record_resumes_without_the_partial_record(tmp_path
 
     with pytest.raises(TracelinkError, match="not a record of tune's log"):
         TrialLog(tmp_path, resume=True)
+
+
+def test_a_damaged_hal_export_names_its_line(good_profile, tmp_path):
+    from tracelink.collect.hal import read_records
+    from tracelink.errors import TracelinkError
+
+    lines = (good_profile / "artifacts" / "run.jsonl").read_text().splitlines()
+    assert [record["record_type"] for record in read_records(good_profile / "artifacts" / "run.jsonl")] == [json.loads(line)["record_type"] for line in lines]
+    damaged = tmp_path / "run.jsonl"
+    for bad, reason in (('{"schema_version": 15', "not JSON"), (f"{lines[1]},{lines[1]}", "not JSON"), ("[1]", "not one ireeperf-jsonl record")):
+        damaged.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
+        with pytest.raises(TracelinkError, match=f"run.jsonl:2: {reason}"):
+            read_records(damaged)
