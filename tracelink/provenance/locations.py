@@ -171,6 +171,7 @@ class Frame:
 
 
 def frame_of(loc: ir.Location) -> Frame:
+    """One frame, decomposed (uncached; see :meth:`Normaliser.frame`)."""
     return Frame(str(loc), tuple(names_of(loc)), tuple(positions_of(loc)))
 
 
