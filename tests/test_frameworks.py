@@ -283,6 +283,31 @@ def test_torch_module_dynamo_cannot_capture_is_exported_non_strict(tmp_path):
     np.testing.assert_allclose(iree_outputs(profile)[0], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_torch_export_leaves_no_reference_to_the_weights(tmp_path):
+    """A strict export's compiled graph, which Dynamo keeps as a global of its own module (torch 2.13),
+    is dropped: once the module is gone, its weights are freed, and no compiled-graph global is left."""
+    import gc
+    import sys
+    import weakref
+
+    from tracelink.compile.frontends import export_model, python_model
+    from tracelink.compile.frontends.torch_export import COMPILED_FUNCTION_PREFIX
+
+    def compiled_globals() -> set[str]:
+        return {f"{module}.{name}" for module, value in list(sys.modules.items()) for name in list(getattr(value, "__dict__", {}) or {})
+                if isinstance(name, str) and name.startswith(COMPILED_FUNCTION_PREFIX)}
+
+    before = compiled_globals()
+    module = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval()
+    weight = weakref.ref(module[0].weight)
+    export_model(python_model(module, (torch.randn(4, 64),)), tmp_path / "artifacts")
+    assert (tmp_path / "artifacts" / "exported.mlir").is_file()
+    assert compiled_globals() == before
+    del module
+    gc.collect()
+    assert weight() is None
+
+
 # ---- A torchvision-style ResNet-18 through the `tracelink` command ----
 
 RESNET18 = textwrap.dedent('''
