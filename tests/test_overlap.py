@@ -1,13 +1,17 @@
 """Work `tracelink profile` overlaps: the provenance graph built while the real compiler writes its dumps
-is the graph built from the finished dumps, and a forked writer's failure reaches the caller."""
+is the graph built from the finished dumps, a forked writer's failure reaches the caller, a tool's exit
+wakes its waiter, and the modules loaded beside the compiler stay out of the collector's passes."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -24,7 +28,8 @@ from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.program import read_input_program
 from tracelink.provenance_job import ProvenanceJob
 from tracelink.report.textmap import PARSED_DUMPS
-from tracelink.tools import InChildProcess, open_files
+from tracelink.profile_command import imported_beside_the_compiler
+from tracelink.tools import InChildProcess, open_files, wait_for_exit
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -117,3 +122,33 @@ def test_with_jax_loaded_the_work_runs_in_the_caller(tmp_path, monkeypatch):
     failing = InChildProcess(fail, "writer")  # the caller's own work beside it is done before the failure is said
     with pytest.raises(TracelinkError, match="disk full"):
         failing.wait()
+
+
+def test_a_tool_s_exit_wakes_the_wait_for_it_without_polling(monkeypatch):
+    # Popen.wait(timeout=...) sleeps between looks (up to 50 ms, 25 ms late on average at each tool's end);
+    # the pidfd wait sleeps in the kernel: with time.sleep broken, only the pidfd wait still works
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s")
+
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3); raise SystemExit(3)"])
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    assert wait_for_exit(quick, 60) == 3
+    with pytest.raises(AssertionError, match="slept"):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"]).wait(timeout=60)
+    monkeypatch.undo()
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        wait_for_exit(slow, 0.2)
+    assert slow.poll() is None  # a timeout leaves the tool to the caller, as Popen.wait does
+    slow.kill()
+    assert wait_for_exit(slow, None) == -signal.SIGKILL
+    assert wait_for_exit(slow, 1) == -signal.SIGKILL  # already reaped: its code again
+
+
+def test_the_modules_loaded_beside_the_compiler_are_left_out_of_the_collector(monkeypatch):
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(gc.isenabled()))
+    frozen: list[bool] = []
+    (loaded,) = imported_beside_the_compiler("report.trace")
+    assert loaded is sys.modules["tracelink.report.trace"]
+    assert frozen == [False]  # frozen with the collector off throughout the imports
+    assert gc.isenabled()

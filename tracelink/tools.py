@@ -18,15 +18,18 @@ from __future__ import annotations
 import atexit
 import ctypes
 import importlib.util
+import math
 import multiprocessing
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -71,6 +74,7 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+MAX_POLL_MS = 2**31 - 1  # poll(2) takes an int of milliseconds
 # The guard: reads "+GROUP" / "-GROUP" lines; at the end of its input (tracelink gone, however) it kills
 # the groups left and removes the tools' temporary directory (its argument). Python without site: it
 # starts in a few tens of milliseconds.
@@ -391,8 +395,31 @@ def report_to(work: Callable[[], object], sent) -> None:
 
 def reap_within(process: subprocess.Popen, timeout_s: float) -> int:
     """Wait up to ``timeout_s`` for a tool to exit (raises ``subprocess.TimeoutExpired``), then :func:`reap` it."""
-    process.wait(timeout=timeout_s)
+    wait_for_exit(process, timeout_s)
     return reap(process)
+
+
+def wait_for_exit(process: subprocess.Popen, timeout_s: float | None) -> int:
+    """The exit code of ``process`` once it exits, waiting at most ``timeout_s`` (None: as long as it
+    runs; raises ``subprocess.TimeoutExpired``). Woken by the kernel through a pidfd where Linux has
+    them: ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks, which cost a profile
+    25 ms on average at each tool's end."""
+    if process.returncode is not None or timeout_s is None:
+        return process.wait()
+    try:
+        descriptor = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # no pidfd (kernel < 5.3), or already reaped elsewhere
+        return process.wait(timeout=timeout_s)
+    try:
+        waiting = select.poll()  # not select(): a descriptor above 1023 is valid here
+        waiting.register(descriptor, select.POLLIN)
+        deadline = time.monotonic() + timeout_s
+        while not waiting.poll(min(max(0, math.ceil((deadline - time.monotonic()) * 1000)), MAX_POLL_MS)):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(process.args, timeout_s)
+    finally:
+        os.close(descriptor)
+    return process.wait()
 
 
 def signal_name(number: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, open_for_writing
-from tracelink.tools import kill_group, reap, signal_name, start_process
+from tracelink.tools import kill_group, reap, signal_name, start_process, wait_for_exit
 
 TRACY_PACKAGE = "iree._runtime_libs_tracy"
 CAPTURE_TOOL = "iree-tracy-capture"
@@ -95,7 +95,7 @@ def _start(name: str, argv: list[str], log: Path, env: dict[str, str], cwd: Path
 def _wait(process: _Process, deadline: float) -> int | None:
     """Wait until the process exits or the deadline passes; its exit code, or None on timeout."""
     try:
-        return process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return wait_for_exit(process.popen, deadline - time.monotonic())
     except subprocess.TimeoutExpired:
         return None
 
