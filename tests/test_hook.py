@@ -7,6 +7,7 @@ and 8 workgroups (IREE 3.13 linearizes CPU grids, so y = z = 0).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -23,7 +24,7 @@ from tracelink.collect import hook_command
 from tracelink.collect.events import match_call_sites
 from tracelink.collect.hook import hook_library_path, list_event_types, run_hooked
 from tracelink.collect.hook_records import read_hook_file
-from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, read_hook_records
+from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, read_hook_records, workgroups_of
 from tracelink.collect.hook_stats import (
     StatsOptions,
     conditional_probabilities,
@@ -428,3 +429,21 @@ def test_each_dispatch_keeps_its_push_constants_across_workers(tmp_path):
     scale = next(values for export, values in by_export.items() if "elementwise" in export)
     assert matmul == (384, 0)
     assert scale[2:] == (50 * 256, 0, 384 * 256, 0)
+
+
+def test_a_workgroup_run_ends_before_the_next_on_its_thread_once_rounded(program, tmp_path):
+    # TSC ticks are fractions of a ns: here 0.3 ns. Two runs on one thread, the second starting the tick
+    # after the first ends (ticks 2 to 7, then 8): rounded apart, the first run's start (0.6 -> 1 ns) and
+    # duration (1.5 -> 2 ns) put its end 1 ns past the second's start (2.4 -> 2 ns), and the trace
+    # showed the thread's slices overlapping (an intermittent failure of test_trace's overlap check)
+    run = run_hooked(program.run_module(), tmp_path / "hook", None, None, 60)
+    recorded = read_hook_file(run.record_files[0])
+    records = recorded.records[:2].copy()
+    records["thread"] = records["thread"][0]
+    records["start_ticks"] = [2, 8]
+    records["duration_ticks"] = [5, 5]
+    ticking = dataclasses.replace(recorded, records=records, tsc_clock=True, origin_ticks=0, skip_ns=0,
+                                  calibration=[(10**9, recorded.origin_ns + 3 * 10**8)])
+    first, second = workgroups_of([ticking]).sort_values("start_ns").itertuples()
+    assert (first.start_ns, first.duration_ns, second.start_ns) == (1, 1, 2)  # ends rounded: 2.1 -> 2 ns
+    assert first.start_ns + first.duration_ns <= second.start_ns

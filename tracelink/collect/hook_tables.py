@@ -82,13 +82,19 @@ def _dispatch_numbers(records: np.ndarray, start: np.ndarray) -> np.ndarray:
 
 
 def _file_dispatches(hook_file: HookFile, origin_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each record's start (ns since ``origin_ns``), duration (ns, floats) and dispatch number."""
+    """Each record's start (ns since ``origin_ns``), duration (ns) and dispatch number.
+
+    The clock's ticks are fractions of a ns: both ends are rounded and the duration is their difference,
+    so a workgroup run that ends less than a ns before the next one on its thread starts still ends before
+    it (rounded apart, a start and a duration could put its end 1 ns past the next start: slices of one
+    thread overlapping in the trace)."""
     assert hook_file.records is not None
     since_load, durations = times_ns(hook_file)
     if abs(hook_file.origin_ns - origin_ns) >= MAX_NS:
         raise TracelinkError(f"{hook_file.path}: corrupt hook record file (load time {hook_file.origin_ns} ns is decades from the other files')")
-    start = np.rint(since_load).astype(np.int64) + (hook_file.origin_ns - origin_ns)
-    return start, durations, _dispatch_numbers(hook_file.records, start)
+    started = np.rint(since_load).astype(np.int64)
+    start = started + (hook_file.origin_ns - origin_ns)
+    return start, np.rint(since_load + durations).astype(np.int64) - started, _dispatch_numbers(hook_file.records, start)
 
 
 def _file_workgroups(hook_file: HookFile, origin_ns: int) -> pd.DataFrame:
@@ -114,7 +120,7 @@ def _file_workgroups(hook_file: HookFile, origin_ns: int) -> pd.DataFrame:
             "tid": pd.array(thread_index.map(thread_tid), dtype="Int64"),
             "cpu": records["cpu"].astype(np.int64),
             "start_ns": start,
-            "duration_ns": np.rint(durations).astype(np.int64),
+            "duration_ns": durations,
         }
     )
     for i, event in enumerate(hook_file.event_names):
