@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.conftest import run_profile  # noqa: E402
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
+from tracelink.compile.benchmarks import ensure_benchmark_dumps  # noqa: E402
 from tracelink.profile_dir import load_profile  # noqa: E402
 from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
 from tracelink.aggregate.speedup import NOT_SIGNIFICANT  # noqa: E402
@@ -75,6 +76,8 @@ def reach(out: Path, console: Console) -> None:
             console.print(f"{name}: not profiled ({error})")
             continue
         profile = load_profile(directory)
+        # as tune does: the benchmark dumps are written from the phase dumps when first needed
+        ensure_benchmark_dumps(profile.artifacts, profile.exports["benchmark_file"])
         examined = [examine(row, profile.artifacts) for row in profile.exports.itertuples()]
         share = sum(t.share for t in examined if t.dispatch is not None)
         reasons = Counter()
