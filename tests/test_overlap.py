@@ -133,9 +133,11 @@ def test_a_tool_s_exit_wakes_the_wait_for_it_without_polling(monkeypatch):
     quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3); raise SystemExit(3)"])
     monkeypatch.setattr(time, "sleep", no_sleep)
     assert wait_for_exit(quick, 60) == 3
+    polled = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
     with pytest.raises(AssertionError, match="slept"):
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"]).wait(timeout=60)
+        polled.wait(timeout=60)
     monkeypatch.undo()
+    assert polled.wait() == 0
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     with pytest.raises(subprocess.TimeoutExpired):
         wait_for_exit(slow, 0.2)
