@@ -130,14 +130,13 @@ def command() -> None:
     """The ``tracelink`` command: :func:`main`, then exit with its status, at once: with the output
     flushed (and, unless interrupted, the exit handlers run), not through the interpreter's shutdown.
 
-    The shutdown frees every object one at a time: 0.2 s after profiling a 424-call-site model, with
-    everything already written. After an interrupt the exit handlers are skipped too: with the interrupt
-    message printed, tracelink sometimes still ended as killed by SIGINT (exit -2, not 130; 5 of 240
-    interrupts during the compile stage on a loaded machine, 0 of 180 exiting this way). Ignoring
-    further SIGINTs did not change it, so it is not a late signal; CPython's exit kills the process with
-    SIGINT when it recorded an unhandled KeyboardInterrupt, which we think an extension's evaluation of
-    Python code did. Nothing is left for the shutdown to do then: the tools are stopped (the guard removes
-    their temporary directory), files closed."""
+    The shutdown frees every object one at a time, with everything already written. After an interrupt
+    the exit handlers are skipped too: with the interrupt message printed, tracelink sometimes still
+    ended as killed by SIGINT (exit -2, not 130), which exiting this way prevents; CPython's exit kills
+    the process with SIGINT when it recorded an unhandled KeyboardInterrupt, which we think an
+    extension's evaluation of Python code did. Nothing is left for the shutdown to do then: the tools
+    are stopped (the guard removes their temporary directory), files closed. What both cost is in
+    docs/reference/numbers.md (measurements behind the code)."""
     status = main()
     for stream in (sys.stdout, sys.stderr):
         try:

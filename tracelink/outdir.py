@@ -191,8 +191,7 @@ def clear_previous(directory: Path) -> threading.Thread | None:
     """Take away what an earlier run wrote (only tracelink's own names, and the temporaries of an
     interrupted run): each is moved at once into a new hidden folder of ``directory``, which a
     background thread then removes (returned; None when there was nothing to remove). The compiler can
-    start meanwhile: unlinking a 424-call-site BERT's previous profile (45 MB) took 0.025 s, renaming
-    its paths a few hundred microseconds. Links inside are moved and removed, never followed; a folder
+    start meanwhile, as renaming is much quicker than unlinking. Links inside are moved and removed, never followed; a folder
     left behind (interrupted, or not removable) is a leftover temporary the next run removes."""
     previous = [path for path in (*(directory / name for name in OWNED), *directory.glob(f".*{TEMPORARY_SUFFIX}")) if os.path.lexists(path)]
     if not previous:

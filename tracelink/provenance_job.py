@@ -106,7 +106,7 @@ class ProvenanceJob:
         write_node_link(provenance.graph, self.out / "provenance.json")  # the GraphML comes after the run, with the trace
         # the graph's own tables, which the aggregation after the run reads first (kept with the graph): made
         # here, they fill the compiler's last tenths of a second (its vm phase) instead of the serial stretch
-        # after the run (0.03 s of a 424-call-site BERT's)
+        # after the run
         attribution(provenance.graph)
         op_line_shares(provenance.graph, self.options.library_frames)
         return inputs, provenance, (sizes.summary or None) if sizes is not None else None

@@ -402,8 +402,7 @@ def reap_within(process: subprocess.Popen, timeout_s: float) -> int:
 def wait_for_exit(process: subprocess.Popen, timeout_s: float | None) -> int:
     """The exit code of ``process`` once it exits, waiting at most ``timeout_s`` (None: as long as it
     runs; raises ``subprocess.TimeoutExpired``). Woken by the kernel through a pidfd where Linux has
-    them: ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks, which cost a profile
-    25 ms on average at each tool's end."""
+    them: ``Popen.wait`` with a timeout polls, sleeping between looks, so it saw each tool's end late."""
     if process.returncode is not None or timeout_s is None:
         return process.wait()
     try:

@@ -26,9 +26,8 @@ from tracelink.aggregate.tune_record import Strategies
 from tracelink.aggregate.utilization import NOT_MEASURED
 
 # A line counts as helped by a strategy when its time there shrank by at least this factor: per-line
-# ratios come from one short diff (3 rounds) and are kept without their interval, and two profiles of
-# the same build (10 iterations each, this 2-core VM at a load average of 17) differed by 1.10x and
-# 1.19x on their two lines.
+# ratios come from one short diff (3 rounds) and are kept without their interval, so the factor stays
+# above what two profiles of one build differ by on a busy machine (docs/reference/numbers.md).
 HELPED = 1.25
 EFFECT_COLUMNS = ["strategy", "status", "base_ns", "strategy_ns", "ratio", "program_ratio"]
 

@@ -28,7 +28,7 @@ BUSY_SPREAD = 0.10  # per-round medians of one build varying more than this: the
 def t_probability(t: float, degrees_of_freedom: int) -> float:
     """P(|T| < t) of Student's t with an integer number of degrees of freedom, exactly (the finite
     series in cos θ, θ = atan(t / √ν); Abramowitz & Stegun 26.7.3-4). A closed form instead of
-    scipy.stats keeps scipy's ~1 s import out of every tracelink command."""
+    scipy.stats keeps scipy's import out of every tracelink command."""
     theta = math.atan(t / math.sqrt(degrees_of_freedom))
     c2 = math.cos(theta) ** 2
     if degrees_of_freedom % 2:

@@ -29,7 +29,7 @@ SCHEMA_VERSION = 15
 MEMORY_MODE = "memory-events"  # queue allocations and their pools: a few records per call, in a stream of their own
 # Dispatches (host-execution), their submissions (queue-events), exports (executable-metadata) and the
 # first call's memory (tracelink.collect.memory.first_call). Not command-region-events: the task
-# executor's regions, nothing tracelink reads, were 42 % of a BERT run's records and 57 % of its export's bytes.
+# executor's regions, nothing tracelink reads, are a large share of a run's records and of its export's bytes.
 PROFILING_MODES = f"host-execution,queue-events,executable-metadata,{MEMORY_MODE}"
 RUN_BUNDLE = "run.ireeprof"  # the timed run's bundle, in the artifacts
 BENCHMARK_REPORT = "benchmark.json"  # the benchmark tool's own timing of the profiled calls (Google Benchmark's JSON)
@@ -72,7 +72,7 @@ def export_bundle(output_dir: Path, timeout_s: float) -> Path:
 def read_records(jsonl: Path) -> list[dict]:
     """The records of an ireeperf-jsonl export, checking its schema version."""
     lines = jsonl.read_text().splitlines()
-    try:  # the lines as one JSON array, parsed in one call: 0.026 s where a call per line took 0.044 (a 424-call-site BERT's 5,650)
+    try:  # the lines as one JSON array, parsed in one call rather than one call per line
         records = json.loads(f"[{','.join(lines)}]")
     except json.JSONDecodeError:
         records = []

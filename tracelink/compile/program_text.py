@@ -27,8 +27,8 @@ from tracelink.ir_utils import new_context, parse_file
 
 BYTECODE_MAGIC = b"ML\xefR"
 # A string literal (escapes included; MLIR strings never span lines) or a comment to skip. The loop is
-# unrolled (runs of plain characters, then one escape) so a weights blob of 90 MB (an exported
-# ResNet-18) scans in about a second, where one alternation per character took 50 s.
+# unrolled (runs of plain characters, then one escape) so a large weights blob scans in linear time,
+# where one alternation per character was many times slower.
 TOKEN = re.compile(rb'"([^"\\\n]*(?:\\.[^"\\\n]*)*)"|//[^\n]*')
 ESCAPE = re.compile(rb"\\([0-9a-fA-F]{2}|.)", re.DOTALL)
 SIMPLE_ESCAPES = {b"n": b"\n", b"t": b"\t", b'"': b'"', b"\\": b"\\"}

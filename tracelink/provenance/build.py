@@ -37,9 +37,9 @@ def phase_dump(phases: Path, phase: str) -> Path:
 # The middle dumps (dispatch regions, the stream plan, the executables' sources and configured sources)
 # are read once the compiler has dumped this phase: from then until the hal phase's dump it serializes the
 # executables on about one core, where from global optimization to the executables' configurations it
-# often keeps two busy. Read in that stretch rather than as soon as each was whole, they cost a
-# 424-call-site BERT's compile 0.25 s less on a 2-core machine (10 alternating pairs), and with the
-# exports read there too, the graph is finished when the compiler ends rather than 0.05-0.1 s after.
+# often keeps two busy. Read in that stretch rather than as soon as each was whole, they slow the
+# compile less on a 2-core machine, and with the exports read there too, the graph is finished when
+# the compiler ends rather than after it (docs/reference/numbers.md).
 QUIET_PHASE = "executable-targets"
 
 

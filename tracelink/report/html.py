@@ -81,7 +81,7 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
 
 def render_report(profile: Profile, sources: SourcePolicy | None = None) -> bytes:
     """The report page, UTF-8 encoded (as its ``<meta charset>`` says): lxml serializes it to bytes
-    directly, where text first would be decoded and encoded again (0.011 of a 5.5 MB page's 0.026 s)."""
+    directly, where text first would be decoded and encoded again."""
     model = build_model(profile, sources)
     root = page(model, graph_layouts(model))
     return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="utf-8", method="html") + b"\n"

@@ -35,8 +35,8 @@ class TextOp:
 
 
 # The rest of a string literal after its opening quote; written as runs of plain characters between
-# escapes, which the regex engine takes a run at a time (one alternation per character took 10 s on a
-# 1 MB name).
+# escapes, which the regex engine takes a run at a time (one alternation per character is quadratic
+# on a long name).
 STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
 STRING_OR_LOC = re.compile(r'"|(?<![\w$.@%#!^-])loc\(')
 STRING_OR_PAREN = re.compile(r'["()]')
@@ -153,7 +153,7 @@ MAX_PARSED_DUMPS = 4096  # one program's executables; a later program's replace 
 
 def dump_text(path: Path, enclosing: frozenset[str], context: Callable[[], ir.Context] = new_context) -> DumpText | None:
     """An executable dump's :class:`DumpText`; None when it cannot be read. A dump not parsed before is
-    parsed in the context ``context()`` gives (making one costs 10 ms, so none is made when every dump is kept)."""
+    parsed in the context ``context()`` gives (made lazily: none is made when every dump is kept)."""
     try:
         stat = path.stat()
         key = (path.resolve(), stat.st_mtime_ns, stat.st_size, enclosing)

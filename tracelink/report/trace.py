@@ -162,7 +162,7 @@ MEASURED = ("iteration", "duration_ns", "workgroup_count", "tile_count", "tile_d
 
 def dispatch_slices(events: pd.DataFrame, args: dict[int, dict], tids: dict[str, int]) -> list[dict]:
     """One slice per dispatch execution on its queue track, with its provenance and what was measured."""
-    # columns as Python lists, then one pass: a 424-call-site BERT has 4,664 executions a profile
+    # columns as Python lists, then one pass: a large model has thousands of executions a profile
     sites, exports = plain(events["call_site"]), plain(events["export"])
     measured_columns = [(name, plain(events[name])) for name in MEASURED]
     queues, threads, tracks = plain(events["queue"]), plain(events["thread"]), events["track"].tolist()

@@ -22,7 +22,7 @@ from tracelink.tools import kill_group, last_lines, reap, run_tool, start_proces
 MATMUL_SIZE = 192  # three 192² f32 matrices (432 KiB) stay in a core's L2
 MATMUL_CPU_SECONDS = 0.4  # CPU time the matmul probe spends trying for a better time (a loaded VM needs more tries)
 STREAM_BYTES_PER_WORKER = 32 * 1024 * 1024  # source and target: 64 MiB per worker, more than any cache
-# Each worker copies its array this many times per round: one copy (~3 ms) is as short as the workers'
+# Each worker copies its array this many times per round: one copy is as short as the workers'
 # start skew, and then the copies of a round only half overlap (see stream_bandwidth).
 COPIES_PER_ROUND = 8
 STREAM_ROUNDS = 100
@@ -154,15 +154,12 @@ def stream_bandwidth(workers: int, rounds: int = STREAM_ROUNDS) -> float:
 
     A round lasts from the first worker's start to the last one's end in wall time: a thread the
     scheduler pauses only makes its round longer (its copies then run after the others'), never
-    shorter. (Timing each copy by its own thread's CPU time counted such serialised rounds as fast: two
-    measurements on a busy 2-core VM read 46 and 82 GB/s.) Several copies per round: with one, the
-    workers' start skew was as long as a copy, the copies of a median round overlapped for half of it,
-    and the rates fell in two groups (near 15 and near 24 GB/s on a 2-core VM) whose shares moved
-    between measurements; with eight, they overlap for about 90 % of it. Not the fastest rounds, nor a
-    high percentile: the bandwidth has episodes of a few seconds at 1.3-1.7x its usual rate (other
-    tenants' memory traffic coming and going, likely), which they catch. On that VM, 14 measurements in
-    a row read 28.8-34.8 GB/s by the median, consecutive ones at most 1.09x apart; the 90th percentile
-    of the same rounds read 33.5-42.4, consecutive ones up to 1.25x apart.
+    shorter (timing each copy by its own thread's CPU time counted such serialised rounds as fast).
+    Several copies per round: with one, the workers' start skew was as long as a copy, and the rates
+    fell in two groups whose shares moved between measurements; with eight, the copies overlap for
+    most of the round. The median, not the fastest rounds nor a high percentile: the bandwidth has
+    episodes of a few seconds well above its usual rate (other tenants' memory traffic coming and
+    going, likely), which those catch. The measurements behind this are in docs/reference/numbers.md.
     """
     sources = [np.ones(STREAM_BYTES_PER_WORKER // 4, dtype=np.float32) for _ in range(workers)]
     targets = [np.ones_like(source) for source in sources]  # ones, not empty: its pages are mapped before timing
