@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
+from tests.test_pprof import read_pprof
 from tracelink.iree_tools import benchmark_command
 from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events
 from tracelink.collect.tracy import capture_tracy, read_capture, rebuild_executions, tracy_tools
@@ -87,6 +90,11 @@ def test_ingest_folds_a_capture_into_a_profile_and_refuses_another_programs(trac
     assert folded.summary["collector"] == "tracy" and folded.summary["iterations"] == 11  # warm-up kept
     assert folded.call_sites["export"].tolist() == base.call_sites["export"].tolist()
     assert (base.artifacts / "ingested.tracy").is_file() and (base.directory / "report.html").is_file()
+    # every output is rebuilt from the capture, not left from the HAL run: the trace's dispatch slices
+    # are the capture's executions (its warm-up call included), and so is the pprof profile's total
+    trace = json.loads((base.directory / "trace.json").read_text())["traceEvents"]
+    assert sum(event.get("cat") == "dispatch" for event in trace) == len(folded.events) != len(base.events)
+    assert sum(sample.value[0] for sample in read_pprof(base.directory / "profile.pb.gz").sample) == int(folded.events["duration_ns"].sum())
 
     other = profile_again(EXAMPLES / "convnet.mlir", tmp_path / "other")
     assert main(["ingest", str(traced.artifacts / "run.tracy"), "--artifacts", str(other.directory)]) == 1

@@ -403,7 +403,7 @@ def write_profile_files(result: Profile) -> None:
 
 
 def publish_profile(result: Profile, console: Console) -> None:
-    """Write the profile directory, then the report built from it."""
-    write_profile(result)
+    """Write the profile directory (tables, summary, trace, pprof profile, GraphML), then the report built from it."""
+    write_profile_files(result)
     with console.status("writing the report"):
         build_report(result)
