@@ -246,6 +246,9 @@ def test_torch_outputs_equal_the_iree_run(torch_profile):
     profile, module, x = torch_profile
     (saved,) = profile.summary["inputs"]
     np.testing.assert_array_equal(np.load(saved.removeprefix("@")), x.numpy())
+    # profile.json records the weights' archive the run was given, as the run's command line has it
+    (archive,) = profile.summary["parameters"]
+    assert archive.startswith("model=") and f"--parameters={archive}" in (profile.artifacts / "run.log").read_text().split("\n", 1)[0]
     with torch.no_grad():
         expected = module(x).numpy()
     (actual,) = iree_outputs(profile)

@@ -256,6 +256,7 @@ def run_summary(program: Path, model: Path | None, entry: str, options: ProfileO
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
         "collector": options.collector,
         "inputs": inputs,
+        "parameters": list(options.parameters),  # the run's --parameters, so the run can be repeated
         "repetitions": options.repetitions,
         "warmup": options.warmup,
         **SourcePolicy.for_run([program, model or program], options.source_roots, options.source_map, options.embed_sources).record(),

@@ -33,7 +33,7 @@ from tracelink.atomic import make_directory, remove_path, write_atomic, write_te
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.hal import RUN_BUNDLE
 from tracelink.profile_dir import Profile, load_profile
-from tracelink.tune.rounds import alternate
+from tracelink.collect.rounds import alternate
 from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
 
 # The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
@@ -88,7 +88,10 @@ def run_inputs(profile: Profile) -> list[str]:
 
 
 def run_parameters(profile: Profile) -> list[str]:
-    """The ``--parameters`` the profiled run used, read from its command line (the first line of run.log)."""
+    """The ``--parameters`` the profiled run used: profile.json's, or for a profile written before it
+    recorded them, read from the run's command line (the first line of run.log)."""
+    if "parameters" in profile.summary:
+        return list(profile.summary["parameters"])
     log = profile.artifacts / "run.log"
     first = log.read_text(errors="replace").split("\n", 1)[0] if log.is_file() else ""
     return re.findall(r"--parameters=(\S+)", first)
