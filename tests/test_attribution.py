@@ -274,6 +274,18 @@ def test_self_times_add_up_to_the_measured_total(profiles, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_diff_attributes_each_op_the_time_the_profile_does(profiles, name):
+    """`tracelink diff` splits every iteration's call-site times over the ops as the profile's tables do."""
+    from tracelink.tune.diff import per_iteration
+
+    profile = profiles[name]
+    ops, matrix = per_iteration(profile)
+    diffed = pd.Series(matrix.sum(axis=0), index=ops.index)
+    recorded = profile.source_ops.set_index("op")["total_ns"].fillna(0.0)
+    pd.testing.assert_series_equal(diffed.reindex(recorded.index), recorded, check_names=False, rtol=1e-9, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_each_input_op_is_one_source_op(profiles, name):
     ops = profiles[name].source_ops
     assert not ops["label"].duplicated().any(), ops.loc[ops["label"].duplicated(keep=False), "label"].tolist()

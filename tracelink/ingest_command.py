@@ -24,6 +24,7 @@ from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
 from tracelink.outdir import OWNED, is_profile_directory, locked, refuse_links
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.provenance.graph import run_call_sites
 from tracelink.textsafe import TerminalConsole
 
 ZONES_FILE = "zones.parquet"
@@ -82,10 +83,7 @@ def profile_directory(path: Path) -> Path | None:
 def fold_into_profile(path: Path, capture: TracyCapture, directory: Path) -> Profile:
     """Rebuild the profile in ``directory`` from the capture's dispatch zones (same provenance graph)."""
     profile = load_profile(directory)
-    run_exports = [data["export"] for _, data in sorted(
-        ((data["index"], data) for _, data in profile.graph.nodes(data=True) if data.get("kind") == "call_site" and data["phase"] == "run"),
-        key=lambda pair: pair[0],
-    )]
+    run_exports = [export for _, export in run_call_sites(profile.graph)]
     rebuilt = rebuild_executions(capture, run_exports)
     events = rebuilt.events
     if events.empty or events["call_site"].isna().all():

@@ -44,7 +44,7 @@ from tracelink.function_profiles import FunctionProfiles, assemble_function_prof
 from tracelink.profile_dir import Profile, write_profile, write_profile_summary
 from tracelink.provenance_job import BuiltProvenance, ProvenanceJob
 from tracelink.provenance.build import Provenance, written
-from tracelink.provenance.graph import audit_of, write_graphml
+from tracelink.provenance.graph import audit_of, run_call_sites, write_graphml
 from tracelink.provenance.program import InputProgram, read_input_program
 from tracelink.report import build_report, write_trace
 from tracelink.report.functions_page import build_functions_report
@@ -328,7 +328,7 @@ def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions
     collection = start_collection(options.collector, request)
     try:
         with console.status(f"running {entry} ({options.warmup} warm-up + {options.repetitions} repetitions, {options.collector} collector)"):
-            run_exports = [site.export for site in provenance.call_sites if site.phase == "run"]
+            run_exports = [export for _, export in run_call_sites(provenance.graph)]
             return collection.finish(run_exports, options.warmup, (lambda: None) if collection.records_memory else memory_run.start)
     except BaseException:
         collection.cancel()
@@ -337,8 +337,7 @@ def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions
 
 def memory_of(capture: MemoryCapture, built: BuiltProvenance, options: ProfileOptions) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """profile.json's ``memory``, memory_lines and memory_components of one call."""
-    run_sites = [(site.index, site.export) for site in built.provenance.call_sites if site.phase == "run"]
-    return memory_tables(capture, built.stream_plan, built.provenance.graph, run_sites, options.library_frames)
+    return memory_tables(capture, built.stream_plan, built.provenance.graph, run_call_sites(built.provenance.graph), options.library_frames)
 
 
 def device_and_peaks(options: ProfileOptions, console: Console) -> tuple[dict[str, str], Machine]:

@@ -511,6 +511,13 @@ def audit_of(graph: nx.DiGraph) -> dict:
     return json.loads(graph.graph["audit"])
 
 
+def run_call_sites(graph: nx.DiGraph) -> list[tuple[int, str]]:
+    """``(index, export)`` of the call sites each call of the function runs (not the initializers'), in
+    call-site order: what a run's events are matched against."""
+    return sorted((data["index"], data["export"]) for _, data in graph.nodes(data=True)
+                  if data.get("kind") == "call_site" and data.get("phase", "run") == "run")
+
+
 # Export --------------------------------------------------------------------------------------------
 
 

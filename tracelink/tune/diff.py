@@ -2,8 +2,8 @@
 
 Source ops are matched by their source location (label, file, line), never by dispatch name: the
 two builds may fuse and number their dispatches differently. Each op's time per iteration is the
-sum over the call sites it feeds of (edge weight x that call site's duration in that iteration),
-exactly how the profile attributes time.
+sum over the call sites it feeds of (its attribution fraction x that call site's duration in that
+iteration): the profile's own attribution (:func:`tracelink.aggregate.attribution`).
 
 With ``rounds`` >= 2 both profiles' compiled programs (``artifacts/app.vmfb``, with the inputs and
 parameters they were profiled with) run again under the HAL collector, alternately, and every round
@@ -33,7 +33,9 @@ from tracelink.atomic import make_directory, remove_path, write_atomic, write_te
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.hal import RUN_BUNDLE
 from tracelink.profile_dir import Profile, load_profile
+from tracelink.provenance.graph import run_call_sites
 from tracelink.collect.rounds import alternate
+from tracelink.aggregate import attribution
 from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
 
 # The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
@@ -56,11 +58,9 @@ def per_iteration(profile: Profile) -> tuple[pd.DataFrame, np.ndarray]:
     weights = np.zeros((per_site.shape[1], len(ops)))
     site_column = {int(site): i for i, site in enumerate(per_site.columns)}
     op_column = {op: j for j, op in enumerate(ops.index)}
-    for source, target, data in profile.graph.edges(data=True):
-        if source in op_column and str(target).startswith("cs:"):
-            site = int(str(target)[3:])
-            if site in site_column:
-                weights[site_column[site], op_column[source]] += float(data.get("weight", 1.0))
+    for site, op, fraction in attribution(profile.graph)[["call_site", "op", "fraction"]].itertuples(index=False):
+        if site in site_column and op in op_column:
+            weights[site_column[site], op_column[op]] += fraction
     return ops, per_site.to_numpy(dtype=np.float64) @ weights
 
 
@@ -99,9 +99,7 @@ def run_parameters(profile: Profile) -> list[str]:
 
 def run_exports(profile: Profile) -> list[str]:
     """Exports of the run-phase call sites, in call-site order (what HAL events are matched against)."""
-    sites = sorted((int(str(node)[3:]), data.get("export", "")) for node, data in profile.graph.nodes(data=True)
-                   if str(node).startswith("cs:") and data.get("phase", "run") == "run")
-    return [export for _, export in sites]
+    return [export for _, export in run_call_sites(profile.graph)]
 
 
 def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, vmfb: Path | None = None,
