@@ -85,7 +85,8 @@ class ProvenanceJob:
     def _read_plan(self) -> StreamPlan:
         artifacts = self.out / "artifacts"
         self.ready(QUIET_PHASE)  # the executables' sources and configured dumps are whole before it too
-        plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry)
+        # the user's inputs fix a dynamic program's sizes (generated inputs are of a static signature)
+        plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry, input_shapes(self.options.inputs))
         if self.options.embed_sources:  # else the report shows no dump
             warm_dump_texts(self.source.path, artifacts / "executables")
         return plan
@@ -98,7 +99,7 @@ class ProvenanceJob:
         inputs = run_inputs(artifacts / "phases", self.entry, self.options, artifacts)
         # the shapes the run gives the inputs fix most dynamic sizes the cost model reads; the rest come from
         # each dispatch's push constants in one hooked call, made only when a size is still unknown
-        shapes = [(described := described_type(value)) and described[0] for value in inputs]
+        shapes = input_shapes(inputs)
         options = self.options
         sizes = (HookedSizes(self.compiled, options.compile, self.entry, inputs, options.parameters, artifacts, options.timeout_s)
                  if options.hooked_sizes else None)
@@ -110,6 +111,11 @@ class ProvenanceJob:
         attribution(provenance.graph)
         op_line_shares(provenance.graph, self.options.library_frames)
         return inputs, provenance, (sizes.summary or None) if sizes is not None else None
+
+
+def input_shapes(inputs: list[str]) -> list[tuple[int, ...] | None]:
+    """The shape of each ``--input`` value (None where the value does not say it)."""
+    return [(described := described_type(value)) and described[0] for value in inputs]
 
 
 def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Path) -> list[str]:

@@ -10,6 +10,12 @@ union of the bytes its live buffers cover; the peak dispatch is where it is larg
 there, by the line whose op wrote it, is ``bytes_at_peak``. The part of the peak outside the live set is
 packing slack: slab bytes no live buffer holds at that dispatch (alignment, and room the packer keeps
 for a buffer that lives at another time).
+
+A range a copy fills from an argument (a KV cache the call updates: IREE copies it into the slab,
+updates it there and copies it back) holds that argument: it is the argument's, not a line's, and a
+write into it (the update) stays the argument's bytes, so a cache is counted once. The events'
+allocations are matched to the plan's allocations (:func:`match_allocations`) by the sizes the run
+fixed, so the split works on dynamic shapes as on static ones.
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ import pandas as pd
 
 from tracelink.aggregate import user_lines
 from tracelink.aggregate.components import component_of
-from tracelink.collect.memory import MemoryCapture
+from tracelink.collect.memory import Allocation, MemoryCapture
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.provenance.graph import ops_of_call_site
-from tracelink.provenance.memory_plan import StreamPlan
+from tracelink.provenance.memory_plan import Alloca, PlannedCommand, StreamPlan
 
 LINE_COLUMNS = ["file", "line", "bytes_at_peak", "bytes_allocated", "transient_bytes_at_peak", "output_bytes_at_peak",
                 "buffers", "first_dispatch", "last_dispatch", "ops"]
@@ -43,6 +49,7 @@ class Buffer:
     writer: int | None  # the dispatch credited with it (a fill's: the next dispatch writing into it)
     first: int
     last: int
+    copy_of: int | None = None  # the argument a copy filled it from: its bytes are that argument's
 
 
 def plan_buffers(plan: StreamPlan) -> list[Buffer]:
@@ -72,12 +79,30 @@ def plan_buffers(plan: StreamPlan) -> list[Buffer]:
             length = access.length if access.length is not None else (alloca.size or 0) - start
             if length <= 0:
                 continue
-            writer = ordinals[id(command)] if command.kind == "dispatch" else next_writer(plan, c, access.origin, start, length, ordinals)
+            writer = (ordinals[id(command)] if command.kind == "dispatch" else copied_writer(command, holders)
+                      if command.kind == "copy" and copied_writer(command, holders) is not None
+                      else next_writer(plan, c, access.origin, start, length, ordinals))
             buffer = (Buffer(alloca.index, "external", start, length, writer, 0, count - 1) if alloca.lifetime == "external"
                       else Buffer(alloca.index, "transient", start, length, writer, at, at))
+            buffer.copy_of = copied_argument(command)
             buffers.append(buffer)
             holders[access.origin] = take(holders.get(access.origin, []), start, start + length) + [(start, start + length, buffer)]
     return buffers
+
+
+def copied_writer(command: PlannedCommand, holders: dict[str, list[tuple[int, int, Buffer]]]) -> int | None:
+    """The dispatch that wrote the bytes a copy reads (its data is theirs), if a buffer of the call holds them."""
+    source = command.accesses[0]
+    return next((buffer.writer for begin, end, buffer in holders.get(source.origin, [])
+                 if buffer.writer is not None and overlaps(source.offset, source.length, begin, end - begin)), None)
+
+
+def copied_argument(command: PlannedCommand) -> int | None:
+    """The argument a copy reads from (the ranges it writes hold that argument), else None."""
+    if command.kind != "copy":
+        return None
+    source = command.accesses[0].origin
+    return int(source.split(":")[1]) if source.startswith("argument:") and int(source.split(":")[1]) >= 0 else None
 
 
 def take(segments: list[tuple[int, int, Buffer]], start: int, end: int) -> list[tuple[int, int, Buffer]]:
@@ -112,8 +137,10 @@ def overlaps(offset: int | None, length: int | None, start: int, size: int) -> b
 
 def live_shares(buffers: list[Buffer], at: int) -> list[tuple[Buffer, int]]:
     """The buffers live at dispatch ``at`` and the bytes each holds there; bytes two of them cover count once,
-    for the later writer (the earlier one's data there was overwritten)."""
-    live = sorted((b for b in buffers if b.first <= at <= b.last), key=lambda b: -(b.writer if b.writer is not None else -1))
+    for the later writer (the earlier one's data there was overwritten), but an argument's copy keeps its
+    bytes (a write into it updates the argument in place)."""
+    live = sorted((b for b in buffers if b.first <= at <= b.last),
+                  key=lambda b: (b.copy_of is None, -(b.writer if b.writer is not None else -1)))
     covered: dict[int, list[tuple[int, int]]] = {}
     shares = []
     for buffer in live:
@@ -124,22 +151,72 @@ def live_shares(buffers: list[Buffer], at: int) -> list[tuple[Buffer, int]]:
     return shares
 
 
-def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list) -> dict[str, int]:
-    """The allocations open at the events' high water by what they hold: each matched by size to one of the
-    call's allocas (transients, outputs), else to an imported argument (inputs), else ``other``."""
-    allocas = [(a.size, "transients" if a.lifetime == "transient" else "outputs") for a in plan.allocas]
-    arguments = [size for size in plan.arguments.values() if size]
+def match_allocations(allocations: list[Allocation], plan: StreamPlan) -> dict[int, Alloca]:
+    """Each queue allocation (by ``id``) matched to the call's ``stream.resource.alloca`` it is: in the order
+    both are made, of the size the run fixed, a result (still open at the end) to an external one; an
+    alloca whose size the run's shapes did not fix takes the next allocation of its kind."""
+    unmatched = list(plan.allocas)
+    found: dict[int, Alloca] = {}
+    for allocation in allocations:
+        kind = "external" if allocation.closed_ns is None else "transient"
+        sized = [alloca for alloca in unmatched if alloca.size == allocation.length]
+        alloca = (next((a for a in sized if a.lifetime == kind), None) or next(iter(sized), None)
+                  or next((a for a in unmatched if a.size is None and a.lifetime == kind), None))
+        if alloca is not None:
+            unmatched.remove(alloca)
+            found[id(allocation)] = alloca
+    return found
+
+
+def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list[Allocation], copies: dict[int, dict[int, int]]) -> dict:
+    """The allocations open at the events' high water by what they hold (``split``): a result is ``outputs``,
+    a transient slab ``transients`` but for the bytes it holds of an argument's copy at the peak (``copies``:
+    alloca -> argument -> bytes), which are ``inputs``; an allocation matching no alloca is an argument's
+    copy when it has that argument's size, else ``other``. ``split_inputs`` names the arguments,
+    ``split_other`` says why each other allocation matched nothing."""
+    matched = match_allocations(capture.allocations, plan)
+    arguments = {argument: size for argument, size in plan.arguments.items() if size}
     split = dict.fromkeys(["inputs", "outputs", "transients", "constants", "parameters", "other"], 0)
+    held: dict[int, int] = {}
+    other = []
     for allocation in at_peak:
-        match = next((i for i, (size, _) in enumerate(allocas) if size == allocation.length), None)
-        if match is not None:
-            split[allocas.pop(match)[1]] += allocation.length
-        elif allocation.length in arguments:
-            arguments.remove(allocation.length)
+        alloca = matched.get(id(allocation))
+        if alloca is not None and alloca.lifetime == "external":
+            split["outputs"] += allocation.length
+        elif alloca is not None:
+            for argument, size in copies.get(alloca.index, {}).items():
+                held[argument] = held.get(argument, 0) + size
+            inside = min(sum(copies.get(alloca.index, {}).values()), allocation.length)
+            split["inputs"] += inside
+            split["transients"] += allocation.length - inside
+        elif (argument := next((a for a, size in arguments.items() if size == allocation.length), None)) is not None:
+            arguments.pop(argument)
+            held[argument] = held.get(argument, 0) + allocation.length
             split["inputs"] += allocation.length
         else:
             split["other"] += allocation.length
-    return split
+            other.append({"bytes": allocation.length, "why": unmatched_reason(plan, allocation)})
+    named = [{"argument": argument, "type": plan.argument_types.get(argument, ""), "bytes": size} for argument, size in sorted(held.items())]
+    return {"split": split, "split_inputs": named, "split_other": other}
+
+
+def unmatched_reason(plan: StreamPlan, allocation: Allocation) -> str:
+    """Why an allocation open at the peak matched none of the call's allocas and no argument."""
+    if any(alloca.size is None for alloca in plan.allocas):
+        return f"{allocation.length} bytes: not an allocation of the call's plan whose size is known, and a size the run's shapes do not fix is unknown"
+    if not plan.allocas:
+        return f"{allocation.length} bytes: the call's plan has no allocations (read from another function?)"
+    return f"{allocation.length} bytes: no allocation of the call's plan and no argument has this size (made outside the call's plan)"
+
+
+def argument_copies(shares: list[tuple[Buffer, int]]) -> dict[int, dict[int, int]]:
+    """Bytes of argument copies among live ``shares``: alloca -> argument -> bytes."""
+    copies: dict[int, dict[int, int]] = {}
+    for buffer, share in shares:
+        if buffer.copy_of is not None:
+            per_alloca = copies.setdefault(buffer.alloca, {})
+            per_alloca[buffer.copy_of] = per_alloca.get(buffer.copy_of, 0) + share
+    return copies
 
 
 def dispatch_sources(graph: nx.DiGraph, call_sites: list[tuple[int, str]], plan: StreamPlan,
@@ -165,13 +242,13 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, c
     buffers = plan_buffers(plan)
     count = len(plan.dispatches)
     sources = dispatch_sources(graph, call_sites, plan, library_frames)
-    makers = {id(buffer): buffer_sources(buffer, sources) for buffer in buffers}
+    makers = {id(buffer): buffer_sources(buffer, sources, plan) for buffer in buffers}
     live = [live_shares(buffers, i) for i in range(count)]
     timeline = [sum(share for _, share in shares) for shares in live]
     peak_at = max(range(count), key=lambda i: timeline[i]) if count else 0
     at_peak_shares = {id(b): share for b, share in live[peak_at]} if count else {}
     rows = []
-    for buffer in buffers:
+    for buffer in (buffer for buffer in buffers if buffer.copy_of is None):  # an argument's copy is no line's
         ops = makers[id(buffer)]
         for op in ops:  # a dispatch with several root ops: each holds an equal part
             share = 1 / len(ops)
@@ -185,13 +262,15 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, c
                 "buffers": 1, "first_dispatch": buffer.first, "last_dispatch": buffer.last,
             })
     lines, components = line_table(rows), component_table(rows)
-    live_at_peak = timeline[peak_at] if count else 0
+    live_at_peak = int(lines["bytes_at_peak"].sum()) if not lines.empty else 0
+    classified = classify(capture, plan, at_peak, argument_copies(live[peak_at]) if count else {})
+    split = classified["split"]
     summary = {
         "peak_bytes": peak_bytes,
-        "split": classify(capture, plan, at_peak),
+        **classified,
         "resident_bytes": resident(plan),
-        "live_at_peak_bytes": int(live_at_peak),
-        "slack_bytes": int(peak_bytes - live_at_peak),
+        "live_at_peak_bytes": live_at_peak,
+        "slack_bytes": max(split["transients"] + split["outputs"] - live_at_peak, 0),
         "peak_dispatch": peak_at,
         "peak_call_site": call_sites[peak_at][0] if sources is not None and count else None,
         "attributed": sources is not None,
@@ -203,8 +282,12 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, c
     return summary, lines, components
 
 
-def buffer_sources(buffer: Buffer, sources: list[list[dict]] | None) -> list[dict]:
-    """The source ops credited with a buffer: the root ops of the dispatch that wrote it, or a placeholder."""
+def buffer_sources(buffer: Buffer, sources: list[list[dict]] | None, plan: StreamPlan) -> list[dict]:
+    """The source ops credited with a buffer: the root ops of the dispatch that wrote it, or a placeholder;
+    for an argument's copy the argument (no line)."""
+    if buffer.copy_of is not None:
+        name = f"argument {buffer.copy_of} ({plan.argument_types.get(buffer.copy_of, '?')})"
+        return [{"label": name, "name": "", "file": name, "line": None}]
     credited = sources[buffer.writer] if sources is not None and buffer.writer is not None else []
     return credited or [{"label": "(no source op)", "name": "", "file": "", "line": None}]
 

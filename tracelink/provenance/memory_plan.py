@@ -11,6 +11,11 @@ when several dispatches share one executable. ``stream.cmd.fill`` and ``stream.c
 too (a padded tensor is zero-filled, then a dispatch writes its interior). Commands inside a
 ``stream.cmd.concurrent`` block run together. So every command knows which bytes of which allocation
 it writes and reads, and when, which is what the memory attribution needs.
+
+In a program with dynamic shapes those sizes and offsets are host values computed from the arguments'
+dims (``hal.buffer_view.dim``), and an executable receives an offset or a dim as push constants (the
+dispatch's uniform operands): both are evaluated on the shapes the run gave the arguments
+(:class:`~tracelink.provenance.runtime_sizes.RuntimeSizes`), so the plan has the run's sizes.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from pathlib import Path
 from iree.compiler import ir
 
 from tracelink.ir_utils import attr, int_constant, new_context, parse_file, symbol_name, symbol_ref_leaf, top_level, walk
+from tracelink.provenance.runtime_sizes import RuntimeSizes
+
+Shapes = list[tuple[int, ...] | None] | None
 
 READ, WRITE = 1, 2  # bits of stream.cmd.dispatch's resource_accesses
 # Ops that pass a value through unchanged in the sense that matters here (the same bytes, or its index).
-PASS_THROUGH = ("arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi", "arith.trunci", "util.assume.int")
 
 
 @dataclass
@@ -35,7 +42,7 @@ class Alloca:
 
     index: int
     lifetime: str
-    size: int | None  # None when computed at run time
+    size: int | None  # None when a run-time size the run's shapes do not fix
 
 
 @dataclass
@@ -65,17 +72,22 @@ class StreamPlan:
 
     allocas: list[Alloca]
     commands: list[PlannedCommand]
-    arguments: dict[int, int | None]  # argument position -> bytes imported
+    arguments: dict[int, int | None]  # argument position -> bytes imported (once, however often imported)
     resident: dict[str, tuple[str, int | None]]  # global -> ("parameter" or "constant", bytes)
+    argument_types: dict[int, str] = field(default_factory=dict)  # argument position -> its tensor type in the run: 16x2048xf16
 
     @property
     def dispatches(self) -> list[PlannedCommand]:
         return [command for command in self.commands if command.kind == "dispatch"]
 
 
-def read_stream_plan(path: Path, entry: str) -> StreamPlan:
-    """The plan of function ``entry`` (following its calls, e.g. into an ``$async`` body) in a stream dump."""
+def read_stream_plan(path: Path, entry: str, argument_shapes: Shapes = None) -> StreamPlan:
+    """The plan of function ``entry`` (following its calls, e.g. into an ``$async`` body) in a stream dump,
+    its run-time sizes evaluated on ``argument_shapes`` (the shapes the run gives the arguments)."""
     context = new_context()
+    run = RuntimeSizes(argument_shapes)
+    # the functions whose arguments are the entry's: itself and the ``$async`` body IREE's ABI wraps it in
+    bodies = {entry, f"{entry}$async"}
     module = parse_file(path, context)
     functions = {symbol_name(op): op for op in top_level(module) if op.name in ("util.func", "func.func")}
     executables = {symbol_name(op): op for op in top_level(module) if op.name == "stream.executable"}
@@ -98,11 +110,13 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
                 result = op.results[0]
                 lifetime = "transient" if "transient" in str(result.type) else "external"
                 origins[result] = f"alloca:{len(plan.allocas)}"
-                plan.allocas.append(Alloca(len(plan.allocas), lifetime, int_constant(op.operands[0])))
-            elif op.name == "stream.tensor.import" and name == entry:
+                plan.allocas.append(Alloca(len(plan.allocas), lifetime, run.value(op.operands[0])))
+            elif op.name == "stream.tensor.import" and name in bodies:
                 argument = argument_index(op.operands[0])
                 origins[op.results[0]] = f"argument:{argument}"
-                plan.arguments[argument] = int_constant(op.operands[-1])
+                if argument >= 0:
+                    plan.arguments[argument] = run.value(op.operands[-1])
+                    plan.argument_types[argument] = imported_type(op, run)
             elif op.name == "util.global.load":
                 origins[op.results[0]] = f"global:{symbol_ref_leaf(attr(op, 'global'))}"
             elif op.name == "stream.cmd.execute":
@@ -111,9 +125,9 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
                 for result, source in zip(op.results, passed_resources(op)):
                     origins[result] = origin_of(source, origins)
             elif op.name == "stream.cmd.dispatch":
-                plan.commands.append(planned_dispatch(op, origins, executables, context, position(op)))
+                plan.commands.append(planned_dispatch(op, origins, executables, context, position(op), run))
             elif op.name in ("stream.cmd.fill", "stream.cmd.copy"):
-                plan.commands.append(planned_transfer(op, origins, position(op)))
+                plan.commands.append(planned_transfer(op, origins, position(op), run))
             elif op.name == "util.call":
                 visit(symbol_ref_leaf(attr(op, "callee")))
 
@@ -124,6 +138,16 @@ def read_stream_plan(path: Path, entry: str) -> StreamPlan:
 def argument_index(value: ir.Value) -> int:
     """The position of a function argument (``-1`` for a value that is not one)."""
     return value.arg_number if isinstance(value, ir.BlockArgument) else -1
+
+
+def imported_type(op: ir.Operation, run: RuntimeSizes) -> str:
+    """An imported argument's tensor type with its dynamic dims (the import's operands between the view and
+    the size) as the run had them: ``32x64xf32``; a dim the run does not fix stays ``?``."""
+    encoding = attr(op, "result_encoding")
+    text = str(ir.TypeAttr(encoding).value) if encoding is not None else "tensor<?>"
+    dims = iter(run.value(value) for value in list(op.operands)[1:-1])
+    shape = text[text.find("<") + 1 : text.rfind(">")]
+    return "x".join(str(next(dims, None) or "?") if part == "?" else part for part in shape.split("x"))
 
 
 def origin_of(value: ir.Value, origins: dict[ir.Value, str]) -> str:
@@ -143,21 +167,21 @@ def bind_execute_arguments(op: ir.Operation, origins: dict[ir.Value, str]) -> No
         origins[argument] = origin_of(resource, origins)
 
 
-def planned_transfer(op: ir.Operation, origins: dict[ir.Value, str], at: int) -> PlannedCommand:
+def planned_transfer(op: ir.Operation, origins: dict[ir.Value, str], at: int, run: RuntimeSizes) -> PlannedCommand:
     """A fill (operands: target, its size, offset, length, value) or a copy (source, its size, offset,
     target, its size, offset, length): the bytes it writes, and for a copy the bytes it reads."""
     operands = list(op.operands)
     if op.name == "stream.cmd.fill":
-        target = Access(origin_of(operands[0], origins), False, True, int_constant(operands[2]), int_constant(operands[3]))
+        target = Access(origin_of(operands[0], origins), False, True, run.value(operands[2]), run.value(operands[3]))
         return PlannedCommand("fill", "", at, [target])
-    length = int_constant(operands[6])
-    source = Access(origin_of(operands[0], origins), True, False, int_constant(operands[2]), length)
-    target = Access(origin_of(operands[3], origins), False, True, int_constant(operands[5]), length)
+    length = run.value(operands[6])
+    source = Access(origin_of(operands[0], origins), True, False, run.value(operands[2]), length)
+    target = Access(origin_of(operands[3], origins), False, True, run.value(operands[5]), length)
     return PlannedCommand("copy", "", at, [source, target])
 
 
 def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables: dict[str, ir.Operation],
-                     context: ir.Context, at: int) -> PlannedCommand:
+                     context: ir.Context, at: int, run: RuntimeSizes) -> PlannedCommand:
     """What one ``stream.cmd.dispatch`` reads and writes: each binding's range, narrowed by the subspan inside."""
     segments = list(attr(op, "operandSegmentSizes"))
     operands = list(op.operands)
@@ -170,10 +194,10 @@ def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables
     flags = [int(a.value) for a in attr(op, "resource_accesses")]
     path = list(attr(op, "entry_points")[0].value)  # @executable::@export
     export = path[-1]
-    spans = subspans(executables.get(path[0]), export, [int_constant(u) for u in uniform], context)
+    spans = subspans(executables.get(path[0]), export, [run.value(u) for u in uniform], context)
     dispatch = PlannedCommand("dispatch", export, at)
     for k, resource in enumerate(resources):
-        base, length = int_constant(offsets[k]), int_constant(lengths[k])
+        base, length = run.value(offsets[k]), run.value(lengths[k])
         for inner, size in spans.get(k, [(0, length)]):
             if inner is None or size is None:  # where in the binding is known at run time only: all of it
                 inner, size = 0, length
@@ -184,7 +208,9 @@ def planned_dispatch(op: ir.Operation, origins: dict[ir.Value, str], executables
 
 def subspans(executable: ir.Operation | None, export: str, uniform: list[int | None],
              context: ir.Context) -> dict[int, list[tuple[int | None, int | None]]]:
-    """Binding position -> (offset, bytes) of each ``stream.binding.subspan`` of it in the export's function."""
+    """Binding position -> (offset, bytes) of each ``stream.binding.subspan`` of it in the export's function:
+    an offset or a dynamic dim computed from the function's scalar arguments takes the dispatch's ``uniform``
+    operands' values (None where unknown)."""
     if executable is None:
         return {}
     function = next((op for op in walk(executable) if op.name == "func.func" and symbol_name(op) == export), None)
@@ -193,29 +219,14 @@ def subspans(executable: ir.Operation | None, export: str, uniform: list[int | N
     arguments = list(function.regions[0].blocks[0].arguments)
     bindings = [a for a in arguments if str(a.type) == "!stream.binding"]
     scalars = [a for a in arguments if str(a.type) != "!stream.binding"]
+    run = RuntimeSizes().seeded({scalar: value for scalar, value in zip(scalars, uniform) if value is not None})
     found: dict[int, list[tuple[int | None, int | None]]] = {}
     for op in walk(function):
         if op.name != "stream.binding.subspan" or op.operands[0] not in bindings:
             continue
-        offset = resolved_index(op.operands[1], scalars, uniform)
-        found.setdefault(bindings.index(op.operands[0]), []).append((offset, tensor_bytes(op.results[0].type, context)))
+        dims = [run.value(dim) for dim in list(op.operands)[2:]]
+        found.setdefault(bindings.index(op.operands[0]), []).append((run.value(op.operands[1]), tensor_bytes(op.results[0].type, context, dims)))
     return found
-
-
-def resolved_index(value: ir.Value, scalars: list[ir.Value], uniform: list[int | None]) -> int | None:
-    """An index inside an executable: a constant, or the dispatch's constant operand it was passed as."""
-    constant = int_constant(value)
-    if constant is not None:
-        return constant
-    if value in scalars:
-        position = scalars.index(value)
-        return uniform[position] if position < len(uniform) else None
-    owner = defining_op(value)
-    if owner is not None and owner.name in PASS_THROUGH:
-        # util.assume.int takes several values at once: result i is operand i
-        passed = owner.operands[value.result_number] if len(owner.operands) == len(owner.results) else owner.operands[0]
-        return resolved_index(passed, scalars, uniform)
-    return None
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:
@@ -224,8 +235,9 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return owner.operation if hasattr(owner, "operation") and not isinstance(owner, ir.Block) else None
 
 
-def tensor_bytes(dispatch_tensor: ir.Type, context: ir.Context) -> int | None:
-    """Bytes of the tensor a ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>`` holds; None if dynamic.
+def tensor_bytes(dispatch_tensor: ir.Type, context: ir.Context, dims: list[int | None] = ()) -> int | None:
+    """Bytes of the tensor a ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>`` holds, its dynamic sizes
+    ``dims`` in order; None when one is unknown.
 
     The bindings have no class for IREE's dispatch tensor type: the tensor type it wraps (after the access
     keyword) is handed to MLIR's own parser.
@@ -235,9 +247,13 @@ def tensor_bytes(dispatch_tensor: ir.Type, context: ir.Context) -> int | None:
         return None
     with context:
         tensor = ir.Type.parse(text[text.index(":") + 1 : -1])
-    if not isinstance(tensor, ir.ShapedType) or not tensor.has_static_shape:
+    if not isinstance(tensor, ir.ShapedType) or not hasattr(tensor.element_type, "width"):
         return None
-    return math.prod(tensor.shape) * max(1, math.ceil(tensor.element_type.width / 8)) if hasattr(tensor.element_type, "width") else None
+    sizes = iter(dims)
+    shape = [next(sizes, None) if tensor.is_dynamic_dim(i) else size for i, size in enumerate(tensor.shape)]
+    if any(size is None for size in shape):
+        return None
+    return math.prod(shape) * max(1, math.ceil(tensor.element_type.width / 8))
 
 
 def resident_globals(module: ir.Module) -> dict[str, tuple[str, int | None]]:

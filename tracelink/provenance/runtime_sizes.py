@@ -138,6 +138,9 @@ class RuntimeSizes:
             if left is None or right is None or (right == 0 and name.endswith(DIVIDING)):
                 return None
             return BINARY[name](left, right)
+        if name == "util.align":  # the stream plan rounds a size up to an alignment
+            size, alignment = self.value(op.operands[0]), self.value(op.operands[1])
+            return None if size is None or not alignment else -(-size // alignment) * alignment
         if name in PASS_THROUGH:
             number = ir.OpResult(value).result_number
             return self.value(op.operands[number]) if number < len(op.operands) else None

@@ -25,12 +25,12 @@ def memory_view(parent, model: ReportModel) -> None:
     sites = {site["index"]: site for site in model.call_sites}
     run_sites = sorted(index for index, site in sites.items() if site.get("phase", "run") == "run") if memory.get("attributed") else []
     held = memory.get("timeline_holders", [])
-    names = short_paths([str(file) for position in held for file, _, _ in position])
+    names = short_paths([str(file) for position in held for file, line, _ in position if line is not None])
     labels = {}
     for position, index in enumerate(run_sites):
         lines = held[position] if position < len(held) else []
         labels[position] = f" · call site {index}, {short_export(sites[index]['export'])}" + "".join(
-            f"\n{names.get(file, file)}:{line} {size(value)}" if file else f"\n(no line) {size(value)}" for file, line, value in lines)
+            f"\n{holder(file, line, names)} {size(value)}" for file, line, value in lines)
     figure = el(parent, "div", class_="strip-wrap", id="memory-live")
     figure.append(live_bytes(memory["timeline_bytes"], memory["peak_dispatch"], labels))
     if labels:
@@ -48,3 +48,10 @@ def memory_view(parent, model: ReportModel) -> None:
         el(tr, "td", class_="num", text=size(row.bytes_allocated))
         el(tr, "td", class_="num", text=f"{row.first_dispatch}–{row.last_dispatch}")
         el(tr, "td", class_="src", text=short_loc(str(row.ops)))
+
+
+def holder(file: str, line: int | None, names: dict[str, str]) -> str:
+    """A holder of live bytes: ``file:line``, an argument's copy (no line: its name), or ``(no line)``."""
+    if not file:
+        return "(no line)"
+    return file if line is None else f"{names.get(file, file)}:{line}"
