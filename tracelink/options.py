@@ -6,8 +6,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.compile import CompileOptions, PendingCompile, write_manifest
-from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, export_model, is_python_entry, load_entry
+from tracelink.compile import CompileOptions, PendingCompile
+from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, is_python_entry, load_entry
+from tracelink.compile.frontends.lowering import export_and_compile
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.compile.targets import device_target, target_flags
 from tracelink.frames import LIBRARY_FRAMES
@@ -50,6 +51,7 @@ class ProfileOptions:
     # frame rules (:mod:`tracelink.frames`): library code's self time in the user view goes to the line calling it
     library_frames: tuple[str, ...] = LIBRARY_FRAMES
     decompose: tuple[str, ...] = ()  # ATen ops a PyTorch model's export decomposes (kept whole by default)
+    export: dict | None = None  # a Python model's export as the manifest records it (profile.json's ``export``)
     compile: CompileOptions = field(default_factory=CompileOptions)
     force: bool = False  # write into a non-empty directory that is not a tracelink profile
     source_roots: list[Path] = field(default_factory=list)  # besides the program's directory and the cwd
@@ -67,12 +69,13 @@ def for_function(options: ProfileOptions, run: FunctionRun) -> ProfileOptions:
 
 def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
     """The options of a Python model's run: its example inputs (unless ``--input`` was given), its weights'
-    archive and its sources."""
+    archive, its sources and what its export did."""
     return replace(
         options,
         inputs=list(options.inputs) or exported.inputs,
         parameters=[*exported.parameters, *options.parameters],
         source_roots=[*options.source_roots, *exported.source_dirs],
+        export=exported.manifest_entry(),
     )
 
 
@@ -171,11 +174,9 @@ def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions)
                              "a Python model exports one")
     claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
     try:
-        artifacts = out / "artifacts"
-        exported = export_model(model, artifacts, options.decompose, options.library_frames)
-        write_manifest(artifacts, {"export": exported.manifest_entry()})
-        check_program_text(exported.program)
-        return StartedProfile(claim, PendingCompile(exported.program, artifacts, with_collector_requirements(options).compile), exported)
+        compile_options = with_collector_requirements(options).compile
+        exported, pending = export_and_compile(model, out / "artifacts", compile_options, options.decompose, options.library_frames)
+        return StartedProfile(claim, pending, exported)
     except BaseException:
         claim.release()
         raise

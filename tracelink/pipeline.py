@@ -87,11 +87,8 @@ def profile(
             # memory the benchmark tool loads the weights into (a 1.1 B-parameter decoder's 4.2 GB).
             gc.collect()
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
-        try:
-            return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model,
-                               aggregated or (lambda _: None))
-        except TracelinkError as error:
-            raise (pending.exported.explained(error) if pending.exported is not None else error) from None
+        return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model,
+                           aggregated or (lambda _: None))
     finally:
         pending.stop()
 
@@ -255,6 +252,7 @@ def run_summary(program: Path, model: Path | None, entry: str, options: ProfileO
         "target": run_target(options, device),
         "versions": {"tracelink": __version__, "compiler": compile_entries["compiler"]["version"]},
         "collector": options.collector,
+        "export": options.export,  # a Python model's: what was decomposed, automatically or on request
         "inputs": inputs,
         "parameters": list(options.parameters),  # the run's --parameters, so the run can be repeated
         "repetitions": options.repetitions,

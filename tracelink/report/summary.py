@@ -181,6 +181,8 @@ def print_notes(summary: dict, console: Console) -> None:
         )
     if memory := memory_text(summary.get("memory")):
         console.print(escape(memory))
+    if automatic := (summary.get("export") or {}).get("decomposed_automatically"):
+        console.print(f"export: IREE could not lower {escape(', '.join(automatic))} whole; decomposed with torch's own decompositions")
 
 
 def print_hot_lines(result: Profile, console: Console, iterations: int, top: int) -> None:

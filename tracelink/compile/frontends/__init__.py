@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from tracelink.errors import TracelinkError, first_line
 from tracelink.compile.frontends.extras import EXTRAS
-from tracelink.frames import LIBRARY_FRAMES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,21 +54,16 @@ class ExportedModel:
     decomposed: tuple[str, ...] = ()  # ops decomposed on request (``--decompose``)
     parameters: list[str] = field(default_factory=list)  # ``--parameters`` values of its weights' archive
     parameter_bytes: int = 0
-    # a torch model's ops: innermost ``file:line:col`` → (ATen op, the model line that called it)
-    op_origins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # ops decomposed because IREE could not lower them (:mod:`tracelink.compile.frontends.lowering`)
+    decomposed_automatically: tuple[str, ...] = ()
 
     def manifest_entry(self) -> dict:
-        """What the manifest records about the export."""
+        """What the manifest (and profile.json) records about the export: ``decomposed`` lists every op decomposed,
+        requested or not, as ``--decompose`` takes them; ``decomposed_automatically`` those IREE could not lower."""
         return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs),
-                "decomposed": list(self.decomposed), "parameters": self.parameters, "parameter_bytes": self.parameter_bytes}
-
-    def explained(self, error: TracelinkError) -> TracelinkError:
-        """A compile failure of the exported program in the model's terms: the op IREE cannot lower and its line."""
-        if not self.op_origins:
-            return error
-        from tracelink.compile.frontends.torch_export import unlowered_op_error
-
-        return unlowered_op_error(error, self.op_origins, self.origin)
+                "decomposed": [*self.decomposed, *self.decomposed_automatically],
+                "decomposed_automatically": list(self.decomposed_automatically),
+                "parameters": self.parameters, "parameter_bytes": self.parameter_bytes}
 
 
 def is_python_entry(program: Path | str) -> bool:
@@ -105,13 +99,15 @@ def load_entry(program: Path | str) -> PythonModel:
     sys.modules[spec.name] = module  # as an import would: TorchDynamo looks the module up by name
     sys.path.insert(0, str(path.parent))
     try:
-        with stdout_to_stderr():
+        with as_script(path, "importing it"):
             spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[spec.name]
         missing = error.name if isinstance(error, ModuleNotFoundError) else None
         if missing in EXTRAS:
             raise TracelinkError(f"{path}: needs {missing}: pip install 'tracelink[{EXTRAS[missing]}]'") from None
+        if isinstance(error, TracelinkError):
+            raise
         raise TracelinkError(f"{path}: importing it raised {type(error).__name__}: {first_line(error)}") from None
     finally:
         sys.path.remove(str(path.parent))
@@ -119,14 +115,34 @@ def load_entry(program: Path | str) -> PythonModel:
     if not callable(make):
         raise TracelinkError(f"{path}: no function '{name}' (it must return (fn_or_module, example_args))")
     try:
-        with stdout_to_stderr():
+        with as_script(path, f"{name}()"):
             made = make()
+    except TracelinkError:
+        raise
     except Exception as error:
         raise TracelinkError(f"{path}: {name}() raised {type(error).__name__}: {first_line(error)}") from None
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
         raise TracelinkError(f"{path}: {name}() must return (fn_or_module, example_args), got {type(made).__name__}")
     target, args = made
     return PythonModel(target, tuple(args) if isinstance(args, (tuple, list)) else (args,), f"{path}:{name}", (path.parent,))
+
+
+@contextlib.contextmanager
+def as_script(path: Path, what: str) -> Iterator[None]:
+    """Run the user's file as running it would: ``sys.argv`` is its path alone (a module-level ``argparse``
+    sees none of tracelink's options), its prints go to stderr, and ``sys.exit`` is an error, not
+    tracelink's exit (a CI script would read status 0 with no profile as success)."""
+    saved = sys.argv
+    sys.argv = [str(path)]
+    try:
+        with stdout_to_stderr():
+            yield
+    except SystemExit as exit_:
+        code = 0 if exit_.code is None else exit_.code
+        status = f"status {code}" if isinstance(code, int) else first_line(exit_)
+        raise TracelinkError(f"{path}: {what} exited ({status}) before returning a model") from None
+    finally:
+        sys.argv = saved
 
 
 def python_model(target: Callable, args: tuple) -> PythonModel:
@@ -147,14 +163,13 @@ def is_torch_module(target: object) -> bool:
     return torch is not None and isinstance(target, torch.nn.Module)
 
 
-def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...] = (), frame_rules: tuple[str, ...] = LIBRARY_FRAMES) -> ExportedModel:
+def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...] = (), automatic: tuple[str, ...] = ()) -> ExportedModel:
     """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs.
 
-    ``decompose`` names ATen ops to decompose with torch's own decompositions (PyTorch models only);
-    ``frame_rules`` (:mod:`tracelink.frames`) say which line of a failing op is the model's.
+    ``decompose`` names ATen ops to decompose with torch's own decompositions (PyTorch models only),
+    ``automatic`` those decomposed because IREE could not lower them.
     """
     started = time.perf_counter()
-    origins: dict[str, tuple[str, str]] = {}
     parameters: list[str] = []
     parameter_bytes = 0
     with stdout_to_stderr():
@@ -163,8 +178,8 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
             from tracelink.compile.frontends.torch_parameters import SCOPE
 
             framework = "torch"
-            exported = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin, decompose, frame_rules)
-            arrays, origins, parameter_bytes = exported.arrays, exported.origins, exported.parameter_bytes
+            exported = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin, (*decompose, *automatic))
+            arrays, parameter_bytes = exported.arrays, exported.parameter_bytes
             parameters = [f"{SCOPE}={exported.parameters.resolve()}"] if exported.parameters else []
         else:
             if decompose:
@@ -179,7 +194,7 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
     return ExportedModel(
         artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
         f"{framework} {metadata.version(framework)}", time.perf_counter() - started, tuple(decompose), parameters,
-        parameter_bytes, origins,
+        parameter_bytes, tuple(automatic),
     )
 
 

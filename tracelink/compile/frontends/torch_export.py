@@ -14,9 +14,8 @@ The exported graph is lowered with torch's own core ATen decomposition table
 (``torch.export.default_decompositions()``), except the ops IREE lowers better whole (:data:`KEPT_OPS`:
 attention, which becomes one ``iree_linalg_ext.attention``; linear, matmul and convolutions, which keep
 their names), plus the decompositions of the few core ATen ops torch-mlir cannot convert
-(:data:`UNCONVERTED_CORE_OPS`). ``decompose`` names ops to decompose anyway (``--decompose``). An op
-IREE still cannot lower fails the compile; :func:`unlowered_op_error` names it and the model line that
-produced it.
+(:data:`UNCONVERTED_CORE_OPS`). ``decompose`` names ops to decompose anyway (``--decompose``, or the
+ops IREE could not lower, :mod:`tracelink.compile.frontends.lowering`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,6 @@ from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import write_text_atomic
 from tracelink.compile.frontends.extras import require
 from tracelink.compile.frontends.torch_parameters import ParameterArchive
-from tracelink.frames import LIBRARY_FRAMES, user_frame
 
 if TYPE_CHECKING:
     import torch
@@ -48,8 +46,6 @@ PARAMETERS_NAME = "parameters.irpa"
 KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 # Core ATen ops (the core table leaves them) that torch-mlir cannot convert: inference batch norm, as arithmetic.
 UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
-# iree-compile's diagnostic for an op it cannot convert, at the op's innermost position, and the log named after it.
-UNLOWERED = re.compile(r"(?P<position>\S+:\d+:\d+): error: failed to legalize operation '(?P<op>[^']+)'.*\((?P<log>log: [^)]+)\)$", re.DOTALL)
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
 UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
 # One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
@@ -58,21 +54,16 @@ FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<funct
 
 @dataclass
 class TorchExport:
-    """What exporting a module gave: its tensor arguments, and where each op of the program came from."""
+    """What exporting a module gave: its tensor arguments and its weights' archive."""
 
     arrays: list[np.ndarray]
-    # innermost ``file:line:col`` of an op's location → (its ATen op name, the model line that called it)
-    origins: dict[str, tuple[str, str]] = field(default_factory=dict)
     parameters: Path | None = None  # the archive of its weights (scope ``model``), if it has any
     parameter_bytes: int = 0
 
 
-def export_torch(
-    module: torch.nn.Module, args: tuple, output: Path, origin: str, decompose: tuple[str, ...] = (),
-    frame_rules: tuple[str, ...] = LIBRARY_FRAMES,
-) -> TorchExport:
+def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str, decompose: tuple[str, ...] = ()) -> TorchExport:
     """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info) and its weights to
-    ``parameters.irpa`` beside it; return its arguments, op origins and archive."""
+    ``parameters.irpa`` beside it; return its arguments and archive."""
     require("torch")
     import torch
     from iree.compiler import ir
@@ -100,7 +91,7 @@ def export_torch(
     parameters = archive.write(output.with_name(PARAMETERS_NAME))
     leaves = torch.utils._pytree.tree_leaves(args)
     arrays = [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
-    return TorchExport(arrays, op_origins(program.graph, Path(torch.__file__).parent, frame_rules), parameters, archive.bytes)
+    return TorchExport(arrays, parameters, archive.bytes)
 
 
 def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompose: tuple[str, ...] = ()) -> Any:
@@ -157,7 +148,8 @@ def compiled_function_globals() -> list[tuple[dict, str]]:
 
 
 def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
-    """torch's core ATen table less :data:`KEPT_OPS`, with :data:`UNCONVERTED_CORE_OPS` and each of ``decompose`` added.
+    """torch's core ATen table less :data:`KEPT_OPS`, with :data:`UNCONVERTED_CORE_OPS` and each of ``decompose``
+    added: an ATen op (``squeeze``: all its overloads) or one overload of it (``squeeze.dims``).
 
     An op of ``decompose`` that torch has no decomposition of is an error naming it.
     """
@@ -165,20 +157,33 @@ def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
     from torch._decomp import get_decompositions  # the table torch-mlir's own FX export path uses too
 
     table = torch.export.default_decompositions()
-    kept = set(KEPT_OPS) - set(decompose)
+    kept = set(KEPT_OPS) - {name.split(".")[0] for name in decompose}
     for op in [op for op in table.keys() if aten_name(op) in kept]:
         table.pop(op)
     in_core_table = {aten_name(op) for op in table.keys()} | set(KEPT_OPS)
     for name in decompose:
-        packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
-        if not isinstance(packet, torch._ops.OpOverloadPacket):  # not an op: '', 'a b', '__class__', ...
+        op = aten_op(name)
+        if op is None:  # not an op: '', 'a b', '__class__', 'squeeze.nothing', ...
             raise TracelinkError(f"{origin}: --decompose {name}: torch has no ATen op '{name}'")
-        extra = get_decompositions([packet])
-        if not extra and name not in in_core_table:
+        extra = get_decompositions([op])
+        if not extra and name.split(".")[0] not in in_core_table:
             raise TracelinkError(f"{origin}: --decompose {name}: torch has no decomposition of aten.{name}")
         table.update(extra)
     table.update(get_decompositions([getattr(torch.ops.aten, name) for name in UNCONVERTED_CORE_OPS]))
     return table
+
+
+def aten_op(name: str) -> Any:
+    """The ATen op packet ``name`` (``squeeze``) or its overload ``name`` (``squeeze.dims``), else None."""
+    import torch
+
+    packet_name, dot, overload = name.partition(".")
+    packet = getattr(torch.ops.aten, packet_name, None) if packet_name.isidentifier() else None
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return None
+    if not dot:
+        return packet
+    return getattr(packet, overload) if overload in packet.overloads() else None
 
 
 def export_failure(error: Exception, origin: str) -> TracelinkError:
@@ -196,36 +201,6 @@ def export_failure(error: Exception, origin: str) -> TracelinkError:
     hint = "build the model with use_cache=False" if "Cache" in kind else "return its tensors"
     return TracelinkError(f"{origin}: torch.export cannot flatten the {kind} the model returns: {hint}, "
                           "or profile a wrapper module whose forward returns tensors")
-
-
-def op_origins(graph: Any, torch_dir: Path, frame_rules: tuple[str, ...]) -> dict[str, tuple[str, str]]:
-    """Each op node's innermost ``file:line:col`` → (its ATen op name, the first frame of it outside library code)."""
-    origins = {}
-    for node in graph.nodes:
-        stack = python_frames(node.meta.get("stack_trace") or "", torch_dir) if node.op == "call_function" else []
-        if stack:
-            file, line, col, _ = stack[0]
-            user_file, user_line, _, _ = stack[user_frame([frame[0] for frame in stack], frame_rules)]
-            origins.setdefault(f"{file}:{line}:{col}", (op_name(node), f"{user_file}:{user_line}"))
-    return origins
-
-
-def unlowered_op_error(error: TracelinkError, origins: dict[str, tuple[str, str]], origin: str) -> TracelinkError:
-    """``error`` (iree-compile's failure on an exported model) as one line naming the op IREE cannot lower,
-    the model line it came from and what to try; ``error`` itself when it is another failure."""
-    import torch
-    from torch._decomp import get_decompositions
-
-    failed = UNLOWERED.search(str(error))
-    if failed is None or failed["position"] not in origins:
-        return error
-    name, line = origins[failed["position"]]
-    packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
-    if name in KEPT_OPS or (isinstance(packet, torch._ops.OpOverloadPacket) and get_decompositions([packet])):
-        hint = f"torch has a decomposition of it: try --decompose {name}"
-    else:
-        hint = f"torch has no decomposition of it: write {line} with other ops"
-    return TracelinkError(f"{origin}: IREE cannot lower aten.{name} ({failed['op']}), from {line}; {hint} ({failed['log']})")
 
 
 def node_location(node: torch.fx.Node, context: Any, torch_dir: Path) -> Any:

@@ -72,7 +72,8 @@ class ParameterArchive:
             })
         data = value.detach().contiguous()
         self.tensors.append(data)
-        self.index.add_buffer(name, data.view(torch.uint8).numpy())
+        # as one dimension: a 0-d tensor (a scalar constant the export lifted) has no byte view of its own
+        self.index.add_buffer(name, data.reshape(-1).view(torch.uint8).numpy())
         self.bytes += data.numel() * data.element_size()
         loaded = ir.Operation.create("util.global.load", results=[tensor_type], attributes={"global": ir.FlatSymbolRefAttr.get(name)})
         return ir.Operation.create("torch_c.from_builtin_tensor", results=[gni._cc.tensor_to_vtensor_type(value)], operands=[loaded.result]).result
