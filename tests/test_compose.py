@@ -18,7 +18,7 @@ from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.tune.compose import IM2COL, KEEP_DEFAULT, compose, composition_plans, input_program, source_lines
 from tracelink.tune.spec import compile_variant
-from tracelink.tune.outputs import outputs_agree, run_outputs
+from tracelink.collect.outputs import outputs_agree, run_outputs
 from tracelink.tune.strategy import SearchResult
 from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, option_flags
 

@@ -32,12 +32,12 @@ from tracelink.profile_dir import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
 from tracelink.tune.diff import run_inputs
-from tracelink.tune.rounds import alternate, time_program
+from tracelink.collect.rounds import alternate, time_program
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.session import Session
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 from tracelink.aggregate.tune_record import STATUSES
-from tracelink.tune.outputs import outputs_agree
+from tracelink.collect.outputs import outputs_agree
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.strategy import SearchResult, StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
+from tracelink.collect.reference import DEFAULT as DEFAULT_COMPARE, Subject, subject_of
 from tracelink.compile import CompileOptions, PendingCompile
-from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, is_python_entry, load_entry
+from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts, is_python_entry, is_torch_module, load_entry
 from tracelink.compile.frontends.lowering import export_and_compile
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.compile.targets import device_target, target_flags
@@ -60,6 +61,9 @@ class ProfileOptions:
     # fix the dynamic sizes the inputs' shapes leave unknown with one call under the hook (llvm-cpu; a
     # rebuild as system libraries first when the build embeds its executables)
     hooked_sizes: bool = True
+    # the framework's own runs beside IREE's (``--compare``: :mod:`tracelink.collect.reference`)
+    compare: tuple[str, ...] = (DEFAULT_COMPARE,)
+    reference: Subject | None = None  # what they run, set from the model once it is loaded
 
 
 def for_function(options: ProfileOptions, run: FunctionRun) -> ProfileOptions:
@@ -98,6 +102,7 @@ class StartedProfile:
     claim: OutputClaim
     compile: PendingCompile
     exported: ExportedModel | None = None  # the Python model exported into the program, with its inputs
+    reference: Subject | None = None  # the model the framework's own runs run (``--compare``)
 
     def stop(self) -> None:
         """Kill the compiler if it still runs and unlock the directory (idempotent)."""
@@ -145,10 +150,16 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
     before ``out`` is touched, then exported into ``out/artifacts/exported.mlir``.
     """
     if isinstance(program, PythonModel) or is_python_entry(program):
-        return start_python_compile(program if isinstance(program, PythonModel) else load_entry(program), Path(out), options)
+        model = program if isinstance(program, PythonModel) else load_entry(program)
+        framework = "torch" if is_torch_module(model.target) else "jax"
+        subject = subject_of(model.target, model.args, framework, options.compare, model.origin)
+        started = start_python_compile(model, Path(out), options)
+        started.reference = subject
+        return started
     program = Path(program).resolve()
     if not program.is_file():
         raise TracelinkError(f"{program}: input program not found")
+    subject = subject_of(program, (), "onnx" if is_onnx(program) else None, options.compare, str(program))
     if not is_onnx(program):
         check_program_text(program)
     check_parameters([*options.parameters, *(value for run in options.functions for value in run.parameters)])
@@ -161,7 +172,7 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
         if is_onnx(program):
             program = import_onnx(program, artifacts / "imported.mlir").resolve()
             check_program_text(program)
-        return StartedProfile(claim, PendingCompile(program, artifacts, with_collector_requirements(options).compile))
+        return StartedProfile(claim, PendingCompile(program, artifacts, with_collector_requirements(options).compile), reference=subject)
     except BaseException:
         claim.release()
         raise

@@ -37,7 +37,8 @@ FORMAT_VERSION = 1
 # Everything a profile run (and tune / diff / report on it) writes at the top of the directory.
 OWNED = (
     "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv", "source_lines.csv",
-    "memory_lines.csv", "memory_components.csv", "provenance.graphml", "provenance.json", "report.html", "trace.json", "profile.pb.gz",
+    "memory_lines.csv", "memory_components.csv", "reference_lines.csv", "reference_components.csv", "provenance.graphml",
+    "provenance.json", "report.html", "trace.json", "profile.pb.gz",
     "workgroups.parquet", "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds", "functions",
 )
 # The start of an HTML report tracelink wrote (its <head> names the generator), for `report -o`.

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 
 import networkx as nx
@@ -28,6 +29,7 @@ from tracelink.version import __version__
 from tracelink.errors import TracelinkError
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
 from tracelink.aggregate.memory import memory_tables
+from tracelink.aggregate.reference import reference_components, reference_lines, reference_record
 from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.host_time import host_time
@@ -35,6 +37,8 @@ from tracelink.aggregate.utilization import call_site_utilization, op_and_line_u
 from tracelink.collect.collectors import Collected, RunRequest, start_collection
 from tracelink.collect.hal import wall_ns_per_call
 from tracelink.collect.memory import MemoryCapture, read_memory_events, run_memory_capture
+from tracelink.collect.reference import LABELS, IreeBuild
+from tracelink.collect.reference.race import run_references
 from tracelink.compile import CompileResult, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
@@ -79,6 +83,7 @@ def profile(
     written.
     """
     pending = pending or start_compile(program, out, options)
+    options = replace(options, reference=pending.reference)
     try:
         if pending.exported is not None:  # a Python model: its example inputs and its sources
             options = with_exported_model(options, pending.exported)
@@ -218,6 +223,10 @@ def profile_function(
                 capture = collected.memory if collected.memory is not None else read_memory_events(memory_run.result())
                 memory = memory_of(capture, built_provenance, options)
             result.summary["memory"], result.memory_lines, result.memory_components = memory
+            reference_started = time.perf_counter()
+            compare_with_references(result, IreeBuild(compiled.vmfb, entry, inputs, options.parameters, options.timeout_s), options, console)
+            clock.stop("reference", reference_started)
+            started += clock.timings["reference"]  # its own stage, not the report's
             # the report is built by a forked child, beside the caller's turn and the profile's files written here
             report = InChildProcess(lambda: build_report(result), "tracelink-report")
             try:
@@ -240,6 +249,26 @@ def profile_function(
     write_profile_summary(result)
     write_manifest(artifacts, {"timings_s": clock.timings})
     return result
+
+
+def compare_with_references(result: Profile, build: IreeBuild, options: ProfileOptions, console: Console) -> None:
+    """The framework's own runs (:mod:`tracelink.collect.reference`) after every run of IREE's build, never
+    beside one: profile.json's ``references``, and the first one's time per line and component."""
+    subject = options.reference
+    if subject is None:
+        return
+    if subject.framework == "onnx":  # onnxruntime takes the inputs IREE's run took
+        subject = replace(subject, args=tuple(build.inputs))
+    with console.status("running the framework's own reference") as status:
+        results = run_references(subject, build, result.artifacts / "reference",
+                                 started=lambda name: status.update(f"racing {LABELS[name]} against IREE's build"))
+    records = [reference_record(item) for item in results]
+    result.summary["references"] = records
+    lined = next(((item, record) for item, record in zip(results, records) if item.samples is not None), None)
+    if lined is not None:
+        iterations = max(int(result.summary["iterations"]), 1)
+        result.reference_lines = reference_lines(lined[0], lined[1], result.source_lines, iterations, options.library_frames)
+        result.reference_components = reference_components(lined[0], lined[1])
 
 
 def run_summary(program: Path, model: Path | None, entry: str, options: ProfileOptions, device: dict[str, str], compile_entries: dict,

@@ -18,6 +18,7 @@ from tracelink.compile.targets import DEVICES
 from tracelink.arguments import add_source_arguments, at_least, positive_float
 from tracelink.frames import LIBRARY_FRAMES
 from tracelink.errors import TracelinkError
+from tracelink.collect.reference import DEFAULT as DEFAULT_COMPARE, parse_compare
 from tracelink.options import COLLECTORS, FunctionRun, ProfileOptions, default_collector, start_compile
 
 
@@ -75,6 +76,7 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
         source_map=args.source_map,
         embed_sources=not args.no_sources,
         hooked_sizes=not args.no_hooked_sizes,
+        compare=parse_compare(args.compare),
         compile=CompileOptions(
             target_cpu=args.target_cpu,
             device=args.device,
@@ -175,6 +177,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-hooked-sizes", action="store_true",
                         help="leave dynamic sizes the inputs' shapes do not fix unknown (their costs lower bounds) instead of "
                              "reading them from one call under the perf hook, which first rebuilds an embedded build")
+    parser.add_argument("--compare", default=DEFAULT_COMPARE, metavar="NAMES",
+                        help="the framework's own runs raced beside IREE's build and compared per line: none, or a comma-separated "
+                             "list of eager, inductor (PyTorch), xla (JAX) and onnxruntime (.onnx); default: eager for a PyTorch model, "
+                             "xla for a JAX function, onnxruntime for an .onnx model, none for MLIR")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout (the tables go to stderr)")
     add_source_arguments(parser)
     parser.set_defaults(handler=run_profile_command)

@@ -35,7 +35,8 @@ SUMMARY_FIELDS = {"program": str, "function": str, "iterations": int, "coverage"
 HOST_TIME_NUMBERS = ("wall_ns_per_call", "dispatch_busy_ns_per_call", "between_dispatches_ns_per_call",
                      "outside_dispatches_ns_per_call", "host_share")
 OPTIONAL_FRAMES = ("workgroups", "zones")
-OPTIONAL_TABLES = ("memory_lines", "memory_components")  # profiles written before memory was recorded lack them
+OPTIONAL_TABLES = ("memory_lines", "memory_components",  # profiles written before memory was recorded lack them
+                   "reference_lines", "reference_components")  # the framework's own run per line and component (--compare)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Profile:
     strategies: Strategies | None = None
     memory_lines: pd.DataFrame | None = None  # one call's memory by source line (summary["memory"] has the peak)
     memory_components: pd.DataFrame | None = None  # the same by component
+    reference_lines: pd.DataFrame | None = None  # IREE's time per line beside the framework's own run's (--compare)
+    reference_components: pd.DataFrame | None = None  # the framework's own run's time per component
 
     @property
     def artifacts(self) -> Path:

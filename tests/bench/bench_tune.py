@@ -60,7 +60,7 @@ from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import Dispatch, load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool  # noqa: E402
 from tracelink.tune.progress import ProgressBar  # noqa: E402
-from tracelink.tune.rounds import alternate, time_program  # noqa: E402
+from tracelink.collect.rounds import alternate, time_program  # noqa: E402
 from tracelink.aggregate.speedup import summarize  # noqa: E402
 from tracelink.tune.program_check import build_baselines  # noqa: E402
 from tracelink.tune.space import SpaceOptions, TileSpace  # noqa: E402
@@ -243,7 +243,7 @@ def end_to_end(name: str, program: Path, run: tuple[str, list[str], list[str]], 
                console: Console) -> None:
     """Profile, tune (in-program checks included), then time the default build, every flag baseline and
     the tuned build alternately: the tuned program's speedup over IREE's default and over the best flag
-    baseline, each with the 95 % interval of the per-round ratios (see tracelink.tune.rounds)."""
+    baseline, each with the 95 % interval of the per-round ratios (see tracelink.collect.rounds)."""
     function, inputs, parameters = run
     base = out / f"e2e_{name}"
     started = time.perf_counter()

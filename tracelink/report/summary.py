@@ -23,6 +23,7 @@ from rich.table import Table
 
 from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
+from tracelink.aggregate.reference import LOSS_RATIO
 from tracelink.function_profiles import FunctionProfiles
 from tracelink.profile_dir import Profile
 from tracelink.report.device_time import device_time_parts
@@ -88,6 +89,8 @@ def host_time_text(summary: dict) -> str:
 def print_summary(result: Profile, console: Console, top: int = 10, tables: str | None = None) -> None:
     """The first line and the notes (the memory peak among them), then the tables of :func:`print_tables`,
     or ``tables``, their text as :func:`rendered_tables` gave it."""
+    for line in reference_headlines(result.summary):  # first: is IREE faster or slower than what the user runs today
+        console.print(escape(line), soft_wrap=True)
     console.print(headline(result.summary), soft_wrap=True)  # one line, for grep and logs
     print_notes(result.summary, console)
     if tables is None:
@@ -199,14 +202,80 @@ def print_hot_lines(result: Profile, console: Console, iterations: int, top: int
         table.add_column(column, justify="right", no_wrap=True, min_width=width)
     table.add_column("ops", no_wrap=True, overflow="ellipsis", max_width=24)
     table.add_column("call sites", no_wrap=True, overflow="ellipsis", max_width=12)
-    for row in hot.itertuples():
+    reference = reference_columns(result, [(str(f), int(n)) for f, n in zip(hot["file"], hot["line"])])
+    if reference is not None:
+        table.add_column("reference", justify="right", no_wrap=True, min_width=9)
+        table.add_column("IREE/ref.", justify="right", no_wrap=True, min_width=9)
+    for position, row in enumerate(hot.itertuples()):
         sites = str(row.call_site_ids or "").split(";")
         table.add_row(
             escape(f"{shown.get(row.file, row.file)}:{row.line}"), pct(row.user_self_share), ns(row.user_self_ns / iterations),
             pct(row.inclusive_share), escape(op_kinds(result, row.ops)), ",".join(sites[:4]) + ("…" if len(sites) > 4 else ""),
+            *(reference[position] if reference is not None else ()),
         )
     console.print(table)
+    if reference is not None:
+        console.print("reference: the framework's own run per line, scaled to its unprofiled call; IREE/ref. is IREE's time over it, "
+                      "! where IREE is more than 1.5x slower (all lines: reference_lines.csv)")
+    print_reference_only(result, console, top)
     print_strategies(result, console, lambda path: shown.get(path, path))
+
+
+def reference_headlines(summary: dict) -> list[str]:
+    """One line per framework reference: IREE's time per call, the reference's, and which is faster by how
+    much with the race's 95 % interval; a failed reference is one line saying so."""
+    lines = []
+    for record in summary.get("references") or []:
+        if record["status"] != "measured" or not record.get("race"):
+            lines.append(f"{record['label']}: not compared ({record.get('error') or 'no race'}); IREE's profile is complete")
+            continue
+        race = record["race"]
+        speedup, low, high = race["speedup"], race.get("ci_low"), race.get("ci_high")
+        if speedup >= 1:
+            how = f"{speedup:.1f}x faster" + (f", 95 % interval {low:.2f}-{high:.2f}x" if low is not None else "")
+        else:
+            how = f"{1 / speedup:.1f}x slower" + (f", 95 % interval {1 / high:.2f}-{1 / low:.2f}x" if low is not None else "")
+        outputs = record.get("outputs") or {}
+        lines.append(f"IREE {ns(race['base_ns'])} per call; {record['label']} {ns(race['tuned_ns'])} ({how}; "
+                     f"{race['rounds']} alternating rounds, {record['threads']} threads each"
+                     + ("" if outputs.get("agree", True) else f"; outputs differ: {outputs.get('detail')}") + ")")
+        if race.get("load_warning"):
+            lines.append(f"warning: {race['load_warning']}")
+    return lines
+
+
+def reference_columns(result: Profile, keys: list[tuple[str, int]]) -> list[tuple[str, str]] | None:
+    """The reference's time per call and IREE's over it for each (file, line), "!" where IREE loses by more
+    than 1.5x; None without a per-line reference."""
+    lines = result.reference_lines
+    if lines is None or lines.empty:
+        return None
+    indexed = lines.assign(line=lines["line"].astype(int)).set_index(["file", "line"])
+    cells = []
+    for key in keys:
+        if key not in indexed.index:
+            cells.append(("–", "IREE only"))
+            continue
+        row = indexed.loc[key]
+        row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
+        ratio = row["ratio"]
+        shown = "IREE only" if pd.isna(row["reference_ns"]) else ("ref. only" if pd.isna(ratio) else f"{ratio:.2f}x")
+        cells.append((ns(row["reference_ns"]) if pd.notna(row["reference_ns"]) else "–", shown + (" !" if bool(row["iree_loses"]) else "")))
+    return cells
+
+
+def print_reference_only(result: Profile, console: Console, top: int) -> None:
+    """The lines only the reference spends time on: listed, never dropped."""
+    lines = result.reference_lines
+    if lines is None or lines.empty:
+        return
+    alone = lines[lines["only_in"] == "reference"].head(top)
+    if alone.empty:
+        return
+    shown = short_paths([str(f) for f in alone["file"]])
+    where = ", ".join((f"{shown.get(str(row.file), row.file)}:{row.line}" if row.file else "outside the model's lines")
+                      + f" {ns(row.reference_ns)}" for row in alone.itertuples())
+    console.print(f"lines only {escape(str(alone['reference'].iloc[0]))} spends time on (per call): {escape(where)}")
 
 
 def print_hot_dispatches(result: Profile, console: Console, top: int) -> None:
@@ -296,8 +365,15 @@ def print_components(result: Profile, console: Console, iterations: int) -> None
         table.add_column("component", no_wrap=True, overflow="ellipsis", max_width=56)
         for column, width in (("incl.", 6), ("per iter.", 9), ("self", 6)):
             table.add_column(column, justify="right", no_wrap=True, min_width=width)
+        theirs = reference_by_component(result)
+        if theirs is not None:
+            for column in ("reference", "IREE/ref."):
+                table.add_column(column, justify="right", no_wrap=True, min_width=9)
         for level, label, row in shown_components(components):
-            table.add_row(escape("  " * (level - 1) + label), pct(row["inclusive_share"]), ns(row["inclusive_ns"] / iterations), pct(row["self_share"]))
+            mine = row["inclusive_ns"] / iterations
+            extra = () if theirs is None else ((ns(theirs[row["component"]]), ratio_text(mine, theirs[row["component"]]))
+                                               if row["component"] in theirs else ("–", "IREE only"))
+            table.add_row(escape("  " * (level - 1) + label), pct(row["inclusive_share"]), ns(mine), pct(row["self_share"]), *extra)
         console.print(table)
     kinds = kind_table(result.source_ops, total).head(KIND_ROWS)
     if not kinds.empty:
@@ -309,6 +385,22 @@ def print_components(result: Profile, console: Console, iterations: int) -> None
         for row in kinds.itertuples():
             table.add_row(escape(row.kind), escape(row.pattern), pct(row.share), ns(row.total_ns / iterations), str(row.instances))
         console.print(table)
+
+
+def reference_by_component(result: Profile) -> dict[str, float] | None:
+    """The reference's inclusive time per call by component path, when it has components."""
+    table = result.reference_components
+    if table is None or table.empty:
+        return None
+    return dict(zip(table["component"].astype(str), table["inclusive_ns"].astype(float)))
+
+
+def ratio_text(iree_ns: float, reference_ns: float) -> str:
+    """IREE's time over the reference's, "!" where IREE is more than 1.5x slower."""
+    if reference_ns <= 0:
+        return "–"
+    ratio = iree_ns / reference_ns
+    return f"{ratio:.2f}x" + (" !" if ratio > LOSS_RATIO else "")
 
 
 def print_hot_ops(result: Profile, console: Console, iterations: int, top: int) -> None:

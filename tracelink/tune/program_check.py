@@ -11,7 +11,7 @@ from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.diff import rerun, run_inputs, run_parameters
-from tracelink.tune.rounds import alternate, time_program
+from tracelink.collect.rounds import alternate, time_program
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.targets import Outcome, one_line

@@ -46,10 +46,10 @@ from tracelink.atomic import make_directory
 from tracelink.profile_dir import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines
 from tracelink.tune.diff import run_inputs, run_parameters
-from tracelink.tune.outputs import outputs_agree, result_count, run_outputs
+from tracelink.collect.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.progress import ProgressBar
-from tracelink.tune.rounds import alternate, time_program
+from tracelink.collect.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Option, StrategyOptions, directory_name, layouts,

@@ -1,5 +1,6 @@
-"""A build's outputs on the profiled inputs, and whether they agree with the default build's: how the
-strategy search tells a faster lowering from one that computes something else."""
+"""A build's outputs on the profiled inputs, and whether they agree with another's: how the strategy
+search tells a faster lowering from one that computes something else, and how the framework's own run
+(:mod:`tracelink.collect.reference`) is checked to compute what IREE's build does."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tracelink.iree_tools import run_module_command
 from tracelink.tools import run_checked
 
 
-def outputs_agree(reference: list[np.ndarray], outputs: list[np.ndarray], tolerance: float) -> tuple[bool, str]:
-    """Whether a build's outputs equal the default's up to float reassociation, with the largest difference.
+def outputs_agree(reference: list[np.ndarray], outputs: list[np.ndarray], tolerance: float,
+                  against: str = "the default build") -> tuple[bool, str]:
+    """Whether a build's outputs equal ``against``'s (``reference``) up to float reassociation, with the largest difference.
 
     The options reorder f32 sums (im2col, packing, ukernels), which changes results by rounding only:
     relative to a dot product's magnitude, a reassociated sum of K terms moves by about sqrt(K) x 2^-24
@@ -26,23 +28,23 @@ def outputs_agree(reference: list[np.ndarray], outputs: list[np.ndarray], tolera
     1e-3 to 1e-2 after a network. So the default tolerance is 1e-3 of the output's largest magnitude,
     elementwise; NaN or infinity where the default has a finite value fails."""
     if len(reference) != len(outputs):
-        return False, f"{len(outputs)} outputs, the default build has {len(reference)}"
+        return False, f"{len(outputs)} outputs, {against} has {len(reference)}"
     worst = 0.0
     for index, (ref, out) in enumerate(zip(reference, outputs)):
         if ref.shape != out.shape:
-            return False, f"output {index} has shape {out.shape}, the default's {ref.shape}"
+            return False, f"output {index} has shape {out.shape}, {against}'s {ref.shape}"
         ref64, out64 = ref.astype(np.float64), out.astype(np.float64)
         finite = np.isfinite(ref64)
         if not np.array_equal(finite, np.isfinite(out64)) or not np.array_equal(ref64[~finite], out64[~finite]):
-            return False, f"output {index}: NaN or infinity where the default build has none"
+            return False, f"output {index}: NaN or infinity where {against} has none"
         scale = float(np.abs(ref64[finite]).max()) if finite.any() else 0.0
         difference = float(np.abs(ref64[finite] - out64[finite]).max()) if finite.any() else 0.0
         relative = difference / scale if scale > 0 else (0.0 if difference == 0 else math.inf)
         worst = max(worst, relative)
         if relative > tolerance:
-            return False, (f"output {index} differs from the default build's by {difference:.3g} "
+            return False, (f"output {index} differs from {against}'s by {difference:.3g} "
                            f"({relative:.2g} of its largest magnitude {scale:.3g}; tolerance {tolerance:g})")
-    return True, f"outputs agree with the default build's ({worst:.2g} of the largest magnitude at most)"
+    return True, f"outputs agree with {against}'s ({worst:.2g} of the largest magnitude at most)"
 
 
 def result_count(vmfb: Path, function: str, inputs: list[str], parameters: list[str], timeout: float) -> int:
