@@ -6,7 +6,7 @@ from __future__ import annotations
 from tracelink.report.cells import verdict_badge
 from tracelink.report.fmt import el, lower_bound_mark, ns, rate
 from tracelink.report.model import ReportModel
-from tracelink.report.summary import short_paths
+from tracelink.report.summary import reference_columns, reference_headlines, short_paths
 from tracelink.report.widgets import bar, chips, grid_table, line_link
 
 
@@ -24,6 +24,10 @@ HOT_LINE_TITLES = (
 )
 
 
+REFERENCE_TITLES = (
+    "the framework's own run (eager, onnxruntime) on the line, per call: its profiled ops' self time scaled to its unprofiled call",
+    "IREE's time on the line over the reference's; ! where IREE is more than 1.5x slower (every line: reference_lines.csv)",
+)
 LINE_NAME_CHARS = 28  # file names longer than this are cut from the left: the line number always shows
 
 
@@ -35,8 +39,14 @@ def hot_lines_table(parent, model: ReportModel) -> None:
         el(parent, "p", class_="muted", text="No dispatch time is attributed to a source line (ops have no file:line locations nor text in the input program).")
         return
     names = file_labels(model)
-    body = grid_table(parent, ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), id="hot-lines", class_="grid hot-lines", titles=HOT_LINE_TITLES)
-    for same in hot_lines:
+    for text in reference_headlines(model.summary):
+        el(parent, "p", class_="reference-line", text=text)
+    reference = reference_columns(model.profile, [(model.files[same[0].file].path, same[0].number) for same in hot_lines])
+    columns, titles = ("line", "kind", "self share", "per iteration", "bound", "fused with", "dispatches"), HOT_LINE_TITLES
+    if reference is not None:
+        columns, titles = (*columns, "reference", "IREE / ref."), (*titles, *REFERENCE_TITLES)
+    body = grid_table(parent, columns, id="hot-lines", class_="grid hot-lines", titles=titles)
+    for position, same in enumerate(hot_lines):
         line = same[0]
         row = el(body, "tr", data_k=line.key)
         cell = el(row, "td", class_="mono where")
@@ -56,6 +66,10 @@ def hot_lines_table(parent, model: ReportModel) -> None:
             el(verdict, "span", class_="num rate", text=lower_bound_mark(judged.lower_bound) + line_rate(judged))
         fused_cell(el(row, "td", class_="fused"), model, same, names)
         chips(el(row, "td"), line.call_sites, 3)
+        if reference is not None:
+            theirs, ratio = reference[position]
+            el(row, "td", class_="num", text=theirs)
+            el(row, "td", class_="num loses" if ratio.endswith("!") else "num", text=ratio)
 
 
 def file_labels(model: ReportModel) -> dict[str, str]:

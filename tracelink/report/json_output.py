@@ -100,7 +100,22 @@ def profile_document(profile: Profile, top: int = 10, command: str = "profile") 
         ],
         "strategies": strategies_document(profile),
         "memory": memory_document(profile),
+        # the framework's own runs (--compare): each one's race against IREE's build, then the lines side by side
+        "references": profile.summary.get("references") or [],
+        "reference_lines": reference_lines_document(profile, top),
     }
+
+
+def reference_lines_document(profile: Profile, top: int) -> list[dict]:
+    """The lines where IREE or the reference spends most time (reference_lines.csv's first ``2 × top``
+    rows: a line only one side has is among them, its ratio null)."""
+    lines = profile.reference_lines
+    if lines is None or lines.empty:
+        return []
+    shown = lines.head(2 * top)
+    return [{"file": str(row.file), "line": int(row.line), "iree_ns": row.iree_ns, "reference_ns": row.reference_ns, "ratio": row.ratio,
+             "only_in": row.only_in if isinstance(row.only_in, str) and row.only_in else None, "iree_loses": bool(row.iree_loses), "reference": str(row.reference)}
+            for row in shown.itertuples()]
 
 
 def functions_document(result: FunctionProfiles, top: int = 10) -> dict:

@@ -1,0 +1,137 @@
+"""The framework's own run beside IREE's (--compare): real PyTorch eager on a BERT built from a tiny
+config, real onnxruntime on an .onnx model, a reference that fails, and --compare's checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import pytest
+import torch
+import transformers
+
+import tracelink
+from tests.test_bad_input import error_line, run_cli
+from tracelink.collect.reference import chosen_references, parse_compare
+from tracelink.errors import TracelinkError
+from tracelink.profile_dir import load_profile
+from tracelink.report.json_output import SCHEMA_PATH, dump, profile_document
+from tracelink.report.summary import reference_headlines
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+WORKLOADS = Path("/work/shared/workloads")
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids).last_hidden_state
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, vocab_size=500)
+    out = tmp_path_factory.mktemp("bert")
+    tracelink.profile(Encoder(transformers.BertModel(config).eval()), torch.randint(0, 500, (1, 32)), out=out, repetitions=2)
+    return load_profile(out)
+
+
+def test_eager_is_raced_and_its_outputs_agree(bert):
+    (record,) = bert.summary["references"]
+    assert record["name"] == "eager" and record["status"] == "measured", record
+    race = record["race"]
+    assert race["rounds"] == 5 and race["base_ns"] > 0 and race["tuned_ns"] > 0
+    assert race["ci_low"] <= race["speedup"] <= race["ci_high"]
+    assert record["outputs"]["agree"], record["outputs"]
+    assert record["threads"] >= 1
+    assert "reference" in bert.summary["timings_s"]
+    first = reference_headlines(bert.summary)[0]
+    assert first.startswith("IREE ") and "PyTorch eager" in first and "95 % interval" in first
+
+
+def test_eager_lines_are_the_models_and_cover_the_call(bert):
+    lines = bert.reference_lines
+    (record,) = bert.summary["references"]
+    theirs = lines[lines["reference_ns"].notna()]
+    # scaled to the unprofiled call: they sum to it
+    assert abs(theirs["reference_ns"].sum() - record["ns_per_call"]) <= 0.15 * record["ns_per_call"]
+    # the profiled call (its overhead included) takes longer than its share of ops says only through overhead
+    assert record["profiled_ns_per_call"] > 0
+    both = lines[lines["only_in"].fillna("") == ""]  # read back from the CSV, an empty cell is NaN
+    assert not both.empty and both["file"].str.endswith("modeling_bert.py").all()
+    # every IREE line with time is listed, with or without a reference time
+    iree = bert.source_lines[bert.source_lines["user_self_ns"] > 0]
+    assert set(zip(iree["file"], iree["line"].astype(int))) <= set(zip(lines["file"], lines["line"].astype(int)))
+    assert (lines["iree_loses"] == (lines["ratio"] > 1.5)).all()
+    components = bert.reference_components
+    assert components is not None and "model/encoder/layer.0/attention" in set(components["component"])
+
+
+def test_json_carries_the_reference(bert):
+    document = json.loads(dump(profile_document(bert)))
+    jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text()))
+    assert document["references"][0]["name"] == "eager"
+    assert document["reference_lines"] and {"iree_ns", "reference_ns", "ratio"} <= set(document["reference_lines"][0])
+
+
+class FailsEagerly(torch.nn.Module):
+    """Exports (TorchDynamo traces it) but raises when run eagerly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            raise RuntimeError("eager refuses")
+        return self.fc(x)
+
+
+def test_a_failing_reference_is_one_line_and_the_profile_is_whole(tmp_path):
+    tracelink.profile(FailsEagerly().eval(), torch.randn(4, 16), out=tmp_path, repetitions=1)
+    profile = load_profile(tmp_path)
+    (record,) = profile.summary["references"]
+    assert record["status"] == "failed" and "eager refuses" in record["error"]
+    (line,) = reference_headlines(profile.summary)
+    assert "not compared" in line and "eager refuses" in line
+    assert (tmp_path / "report.html").exists() and not profile.source_lines.empty
+
+
+@pytest.mark.skipif(not (WORKLOADS / "light_inception_v1.onnx").exists(), reason="the shared ONNX workload is not here")
+def test_onnxruntime_per_node(tmp_path):
+    model = WORKLOADS / "light_inception_v1.onnx"
+    done = run_cli("profile", str(model), "-o", str(tmp_path), "--repetitions", "1", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(done.stdout)
+    (record,) = document["references"]
+    assert record["name"] == "onnxruntime" and record["status"] == "measured", record
+    assert record["outputs"]["agree"], record["outputs"]
+    lines = pd.read_csv(tmp_path / "reference_lines.csv", keep_default_na=False, na_values=[""])
+    both = lines[lines["only_in"].isna()]
+    assert not both.empty and (both["file"] == str(model.resolve())).all()
+
+
+def test_compare_choices():
+    assert parse_compare("none") == ("none",)
+    assert parse_compare("eager,inductor") == ("eager", "inductor")
+    with pytest.raises(TracelinkError, match="unknown reference 'tvm'"):
+        parse_compare("eager,tvm")
+    assert chosen_references(("default",), "torch", "m.py:make") == ("eager",)
+    assert chosen_references(("default",), None, "app.mlir") == ()
+    assert chosen_references(("none",), "onnx", "m.onnx") == ()
+    with pytest.raises(TracelinkError, match="--compare xla applies to a JAX function; this is a PyTorch model"):
+        chosen_references(("xla",), "torch", "m.py:make")
+
+
+def test_compare_on_mlir_is_one_error_line(tmp_path):
+    line = error_line(run_cli("profile", str(EXAMPLES / "mlp.mlir"), "-o", str(tmp_path / "out"), "--compare", "eager"))
+    assert "--compare eager applies to a PyTorch model" in line and "mlp.mlir" in line
+    assert not (tmp_path / "out").exists()
+    line = error_line(run_cli("profile", str(EXAMPLES / "mlp.mlir"), "-o", str(tmp_path / "out"), "--compare", "bogus"))
+    assert "unknown reference 'bogus'" in line
