@@ -55,32 +55,28 @@ ELIDING_FLAGS = ("--mlir-elide-",)
 PER_OP_LAYOUT = "im2col"
 
 
+def is_convolution(op: ir.Operation) -> bool:
+    """A named 2-D convolution, what the im2col pass converts (depthwise ones it leaves alone)."""
+    return op.name.startswith("linalg.conv_2d_")
+
+
 @dataclass(frozen=True)
 class Rewrite:
-    """What a composition does to each chosen convolution: a pass pipeline run on that op alone."""
+    """What a rewrite does to each chosen op of the kind it is for (``applies``): ``apply`` replaces the
+    op in place, False when it leaves it as it is."""
 
     name: str  # as the candidate's reason says it
-    pipeline: str
-
-
-# a convolution left to the default lowering (im2col leaves generic ops alone)
-KEEP_DEFAULT = Rewrite("the default lowering", "builtin.module(func.func(linalg-generalize-named-ops))")
-# a convolution made im2col + matmul by IREE's own pass
-IM2COL = Rewrite("im2col", "builtin.module(func.func(iree-global-opt-convert-conv2d-to-img2col))")
+    apply: Callable[[ir.Operation], bool]
+    applies: Callable[[ir.Operation], bool] = is_convolution
 
 
 @dataclass(frozen=True)
 class Composition:
-    """A rewritten program: how many of its convolutions were rewritten."""
+    """A rewritten program: how many of the ops its rewrite is for were rewritten."""
 
     program: Path
     rewritten: int
-    convolutions: int  # named 2-D convolutions in the program
-
-
-def is_convolution(op: ir.Operation) -> bool:
-    """A named 2-D convolution, what the im2col pass converts (depthwise ones it leaves alone)."""
-    return op.name.startswith("linalg.conv_2d_")
+    convolutions: int  # ops of the program the rewrite is for (named 2-D convolutions for the per-op ones)
 
 
 def source_lines(op: ir.Operation) -> set[tuple[str, int]]:
@@ -102,14 +98,14 @@ def input_program(program: Path, flags: list[str], workdir: Path, timeout: float
 
 def compose(source: Path, output: Path, chosen: Callable[[ir.Operation], bool], rewrite: Rewrite,
             inside: Path) -> Composition:
-    """Rewrite the input-level program ``source`` into ``output`` with ``rewrite`` applied to every
-    convolution for which ``chosen`` holds. No link below ``inside`` (the profile directory) is
+    """Rewrite the input-level program ``source`` into ``output``: ``rewrite`` applied to every op of
+    its kind for which ``chosen`` holds. No link below ``inside`` (the profile directory) is
     followed on the way to ``output``."""
     context = new_context()
     module = parse_file(source, context)
-    convolutions = [op for op in walk(module.operation) if is_convolution(op)]
+    convolutions = [op for op in walk(module.operation) if rewrite.applies(op)]
     with context, ir.Location.unknown(context):
-        rewritten = sum(1 for op in convolutions if chosen(op) and rewrite_alone(op, rewrite.pipeline))
+        rewritten = sum(1 for op in convolutions if chosen(op) and rewrite.apply(op))
         try:
             module.operation.verify()
         except ir.MLIRError as error:
@@ -157,6 +153,17 @@ def rewrite_alone(op: ir.Operation, pipeline: str) -> bool:
     return True
 
 
+def pass_rewrite(name: str, pipeline: str) -> Rewrite:
+    """A rewrite that runs a pass pipeline on each chosen convolution alone (:func:`rewrite_alone`)."""
+    return Rewrite(name, lambda op: rewrite_alone(op, pipeline))
+
+
+# a convolution left to the default lowering (im2col leaves generic ops alone)
+KEEP_DEFAULT = pass_rewrite("the default lowering", "builtin.module(func.func(linalg-generalize-named-ops))")
+# a convolution made im2col + matmul by IREE's own pass
+IM2COL = pass_rewrite("im2col", "builtin.module(func.func(iree-global-opt-convert-conv2d-to-img2col))")
+
+
 def composition_plans(winner: Candidate, candidates: list[Candidate],
                       per_line: list[dict]) -> list[tuple[Candidate, Rewrite, set[tuple[str, int]]]]:
     """The per-op compositions the per-line table calls for (:mod:`tracelink.tune.compose`): each a
@@ -170,7 +177,8 @@ def composition_plans(winner: Candidate, candidates: list[Candidate],
 
     "Clearly" is as the advice calls a line helped (``HELPED``): a clear change, not the scatter of one
     diff. A host with im2col among other layouts composes neither way (channels-last and conv data
-    tiling cannot be kept off single convolutions in IREE 3.13)."""
+    tiling cannot be kept off single convolutions in IREE 3.13), nor does one that rewrites the program
+    (:mod:`tracelink.tune.rewrites`: a composition starts from the profiled program)."""
     ratios: dict[str, dict[tuple[str, int, str], float]] = {}
     for row in per_line:
         ratios.setdefault(row["strategy"], {})[row["file"], int(row["line"]), row["op_kind"]] = row["ratio"]
@@ -183,7 +191,7 @@ def composition_plans(winner: Candidate, candidates: list[Candidate],
     hosts = [winner, *(c for c in candidates if c is not winner and c.status == "faster" and c.name in ratios)]
     for host in hosts:
         own = layouts(host.name)
-        if own is None or PER_OP_LAYOUT in own or host.name not in ratios:
+        if own is None or PER_OP_LAYOUT in own or host.option.rewrites or host.name not in ratios:
             continue
         faster = {(file, line) for name in with_im2col for (file, line, kind), ratio in ratios[name].items()
                   if ratio >= HELPED * ratios[host.name].get((file, line, kind), math.inf)}

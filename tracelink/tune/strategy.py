@@ -49,6 +49,7 @@ from tracelink.tune.diff import run_inputs, run_parameters
 from tracelink.collect.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.progress import ProgressBar
+from tracelink.tune.rewrites import rewrites_found, rewritten_program
 from tracelink.collect.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 from tracelink.aggregate.speedup import summarize
@@ -90,8 +91,10 @@ class StrategySearch:
         self.log = RecordLog(profile.directory, STRATEGY_KINDS, resume)
         self.earlier = resumed_strategies(self.log) if resume else {}
         roots = set(profile.call_sites["root_op"].dropna()) if "root_op" in profile.call_sites else set()
+        found = rewrites_found(profile.artifacts / "phases")  # a rewrite is searched where it has ops to rewrite
         chosen = [option for option in OPTIONS if (not options.only or option.name in options.only)
-                  and (option.name not in ROOT_OP_OF or ROOT_OP_OF[option.name] in roots)]
+                  and (option.name not in ROOT_OP_OF or ROOT_OP_OF[option.name] in roots) and set(option.rewrites) <= found]
+        self.rewritten: dict[tuple[str, ...], Path] = {}  # the rewritten program of each set of rewrites
         singles = [*chosen, *(Option(name, tuple(flags)) for name, flags in options.extra.items())]
         self.tuner = HalvingTuner([Candidate(option) for option in singles], options)
         self.result = SearchResult(self.tuner.candidates, None,  # one list: what the tuner proposed is the record
@@ -128,6 +131,7 @@ class StrategySearch:
 
     def _measure(self, race: Race) -> None:
         """Build, check and time one race's candidates, as the budget allows."""
+        race.build = [candidate for candidate in race.build if self._rewrite(candidate)]
         if race.stage == FINAL_STAGE:
             if self.budget.left_s() > 0:
                 self._race(race.also, race.rounds, stage=race.stage)
@@ -156,6 +160,22 @@ class StrategySearch:
             for candidate in racing:
                 if candidate.ci is None:
                     candidate.status, candidate.reason = "not run", "built and checked; the --budget ran out before timing it"
+
+    def _rewrite(self, candidate: Candidate) -> bool:
+        """Give a candidate with rewrites its rewritten program (:mod:`tracelink.tune.rewrites`, made once
+        per set of rewrites); False when the rewrite fails (the candidate then says why)."""
+        rewrites = candidate.option.rewrites
+        if not rewrites or candidate.program is not None:
+            return True
+        try:
+            if rewrites not in self.rewritten:
+                self.rewritten[rewrites] = rewritten_program(self.program, self.flags, rewrites, self.workdir / "rewrites",
+                                                             self.timeout, self.profile.directory)
+        except TracelinkError as error:
+            candidate.status, candidate.reason = "compile failed", f"rewriting the program: {first_line(error)}"
+            return False
+        candidate.program = self.rewritten[rewrites]
+        return True
 
     def _kept(self, candidate: Candidate) -> bool:
         """A candidate timed by an earlier (resumed) session is not raced again."""

@@ -15,11 +15,14 @@ PREPROCESSING = "--iree-preprocessing-pass-pipeline="
 @dataclass(frozen=True)
 class Option:
     """One lowering choice: plain iree-compile flags and/or passes of the preprocessing pipeline (one
-    flag holds the whole pipeline, so options with passes are merged into a single flag)."""
+    flag holds the whole pipeline, so options with passes are merged into a single flag), and/or
+    rewrites of the program at IREE's input level (names of ``tracelink.tune.rewrites.PROGRAM_REWRITES``:
+    the build compiles the rewritten program, which is handed over with the flags)."""
 
     name: str
     flags: tuple[str, ...] = ()
     passes: tuple[str, ...] = ()
+    rewrites: tuple[str, ...] = ()
     # "layout": changes what the convolutions become; "lowering": how contractions are lowered (data
     # tiling, ukernels), which matters once convolutions are matmuls; "other": extra candidates
     role: str = "other"
@@ -47,6 +50,11 @@ OPTIONS: tuple[Option, ...] = (
     # at a time (docs/reference/tuning.md). Searched only where the program has attention.
     Option("decompose-attention", passes=("iree-linalg-ext-convert-attention-to-online-attention", "iree-linalg-ext-decompose-attention",
                                           "canonicalize", "cse"), role="layout"),
+    # 1-D convolutions rewritten as 2-D ones on a height-1 view (tracelink.tune.rewrites), with the
+    # im2col flag they are rewritten for: IREE's im2col and data tiling take 2-D convolutions only, and
+    # the 2-D op alone lowers no better than the 1-D one (docs/reference/tuning.md). Searched only where
+    # the program has a 1-D convolution.
+    Option("conv1d-as-conv2d", ("--iree-global-opt-use-im2col-for-convs",), rewrites=("conv1d-as-conv2d",), role="layout"),
 )
 # Options that act on one kind of op only: searched where a dispatch of the profile has that root op.
 ROOT_OP_OF = {"decompose-attention": "iree_linalg_ext.attention"}
@@ -56,13 +64,19 @@ def combine(options: list[Option]) -> Option:
     """Several options as one build: flags in order without repeats, passes in one pipeline."""
     flags = tuple(dict.fromkeys(flag for option in options for flag in option.flags))
     passes = tuple(dict.fromkeys(p for option in options for p in option.passes))
-    return Option("+".join(option.name for option in options), flags, passes)
+    rewrites = tuple(dict.fromkeys(r for option in options for r in option.rewrites))
+    return Option("+".join(option.name for option in options), flags, passes, rewrites)
 
 
 def option_flags(option: Option) -> list[str]:
     """The iree-compile flags of an option (its passes as one preprocessing pipeline)."""
     pipeline = [f"{PREPROCESSING}builtin.module(util.func({','.join(option.passes)}))"] if option.passes else []
     return [*option.flags, *pipeline]
+
+
+def build_key(option: Option) -> frozenset[str]:
+    """What makes a build: options with the same key build the same program (a rewrite counts)."""
+    return frozenset([*option_flags(option), *(f"rewrite:{name}" for name in option.rewrites)])
 
 
 # The reason of a strategy an earlier, shorter race found faster and the final race did not confirm.
@@ -150,7 +164,7 @@ def combinations(survivors: list[Candidate], singles: list[Candidate]) -> list[O
     lowering options (data tiling and ukernels act on the matmuls that im2col or channels-last make, so
     they can help together and not alone: measured on squeezenet, data tiling alone 1.0x, im2col 6.4x,
     both 6.5x; channels-last 2.3x, with data tiling 3.5x), then the survivors together; the
-    most promising first, so a short budget reaches them. Duplicates (same flags) are left out."""
+    most promising first, so a short budget reaches them. Duplicates (same build) are left out."""
     lowering = [c.option for c in singles if c.option.role == "lowering"]
     built: list[Option] = []
     for survivor in survivors:
@@ -162,7 +176,7 @@ def combinations(survivors: list[Candidate], singles: list[Candidate]) -> list[O
               for group in itertools.combinations(survivors, size)]
     unique: dict[frozenset, Option] = {}
     for option in built:
-        unique.setdefault(frozenset(option_flags(option)), option)
+        unique.setdefault(build_key(option), option)
     return list(unique.values())
 
 

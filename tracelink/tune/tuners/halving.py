@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tracelink.tune.strategy_space import Candidate, StrategyOptions, best_half, combinations, option_flags, settle
+from tracelink.tune.strategy_space import Candidate, StrategyOptions, best_half, build_key, combinations, settle
 
 FINAL_STAGE = 3
 
@@ -57,9 +57,9 @@ class HalvingTuner:
             return [Race(1, self.options.first_rounds, list(self.singles))]
         if self.stage == 2:
             self.survivors = best_half(self.singles, self.options.keep)
-            known = {frozenset(option_flags(c.option)) for c in self.candidates}  # same flags: same build
+            known = {build_key(c.option) for c in self.candidates}
             combos = [Candidate(option, stage=2) for option in combinations(self.survivors, self.singles)
-                      if frozenset(option_flags(option)) not in known]
+                      if build_key(option) not in known]
             self.candidates += combos
             if combos:
                 return [Race(2, self.options.first_rounds, combos, self.survivors)]

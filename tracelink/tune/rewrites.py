@@ -1,0 +1,125 @@
+"""Whole-program rewrites of a strategy (``Option.rewrites`` of :mod:`tracelink.tune.strategy_space`):
+ops IREE 3.13 lowers poorly, rewritten at IREE's input level into ops it lowers well, with the MLIR
+Python bindings and the machinery of the per-op compositions (:func:`tracelink.tune.compose.compose`).
+
+**conv1d-as-conv2d**: every 1-D convolution (``linalg.conv_1d_ncw_fcw`` and the NWC and depthwise forms)
+becomes the 2-D op on a height-1 view: ``tensor.expand_shape`` of its input, filter and init, the 2-D
+op with strides and dilations ``[1, s]``, ``tensor.collapse_shape`` of its result. IREE's im2col
+pass and data tiling convert 2-D convolutions only, so a 1-D convolution is otherwise lowered as a
+direct convolution loop nest (measured in docs/reference/tuning.md). Every op made carries the 1-D op's
+location, so the profile of the rewritten program keeps the user's lines. A grouped 1-D convolution
+of PyTorch reaches IREE's input level as a 2-D op already (``linalg.conv_2d_ngchw_gfchw`` on a width-1
+view), so it is not among these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import linalg, tensor
+
+from tracelink.errors import TracelinkError
+from tracelink.ir_utils import new_context, parse_file, walk
+from tracelink.provenance.build import phase_dump
+from tracelink.tune.compose import Composition, Rewrite, compose, input_program
+from tracelink.tune.strategy_space import directory_name
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one 1-D convolution op becomes its 2-D op: the 2-D op's builder and where the unit height
+    goes in the input, the filter and the output (the position of the new dimension)."""
+
+    build: Callable[..., ir.Value]
+    unit: tuple[int, int, int]
+
+
+FORMS: dict[str, Form] = {
+    "linalg.conv_1d_ncw_fcw": Form(linalg.conv_2d_nchw_fchw, (2, 2, 2)),
+    "linalg.conv_1d_nwc_wcf": Form(linalg.conv_2d_nhwc_hwcf, (1, 0, 1)),
+    "linalg.depthwise_conv_1d_ncw_cw": Form(linalg.depthwise_conv_2d_nchw_chw, (2, 1, 2)),
+    "linalg.depthwise_conv_1d_nwc_wc": Form(linalg.depthwise_conv_2d_nhwc_hwc, (1, 0, 1)),
+    "linalg.depthwise_conv_1d_nwc_wcm": Form(linalg.depthwise_conv_2d_nhwc_hwcm, (1, 0, 1)),
+}
+
+
+def is_conv1d(op: ir.Operation) -> bool:
+    """A 1-D convolution this rewrite turns 2-D."""
+    return op.name in FORMS
+
+
+def with_unit(value: ir.Value, position: int) -> ir.Value:
+    """``value`` (a static tensor) with a unit dimension inserted at ``position`` (an expand_shape that
+    groups the new dimension with the one it precedes)."""
+    shaped = ir.RankedTensorType(value.type)
+    shape = list(shaped.shape)
+    expanded = [*shape[:position], 1, *shape[position:]]
+    groups = [[i] if i < position else [i + 1] for i in range(len(shape))]
+    groups[position] = [position, position + 1]
+    result = ir.RankedTensorType.get(expanded, shaped.element_type)
+    return tensor.expand_shape(result, value, groups, [], expanded)
+
+
+def without_unit(value: ir.Value, position: int) -> ir.Value:
+    """The inverse of :func:`with_unit`: the unit dimension at ``position`` collapsed away."""
+    shaped = ir.RankedTensorType(value.type)
+    shape = list(shaped.shape)
+    collapsed = [*shape[:position], *shape[position + 1:]]
+    groups = [[i] if i < position else [i + 1] for i in range(len(collapsed))]
+    groups[position] = [position, position + 1]
+    return tensor.collapse_shape(ir.RankedTensorType.get(collapsed, shaped.element_type), value, groups)
+
+
+def as_conv2d(op: ir.Operation) -> bool:
+    """Replace the 1-D convolution ``op`` by its 2-D op on height-1 views (its location on every op
+    made); False (left alone) when a shape is dynamic."""
+    form = FORMS[op.name]
+    operands = list(op.operands)
+    if len(operands) != 3 or not all(ir.RankedTensorType(v.type).has_static_shape for v in operands):
+        return False
+    strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])]
+    dilations = [int(d) for d in ir.DenseIntElementsAttr(op.attributes["dilations"])]
+    with op.location, ir.InsertionPoint(op):
+        source, filters, init = (with_unit(value, at) for value, at in zip(operands, form.unit))
+        made = form.build(source, filters, outs=[init], strides=[1, *strides], dilations=[1, *dilations])
+        op.results[0].replace_all_uses_with(without_unit(made, form.unit[2]))
+    op.erase()
+    return True
+
+
+CONV1D_AS_CONV2D = Rewrite("conv1d-as-conv2d", as_conv2d, is_conv1d)
+# the rewrites a strategy's Option names
+PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D,)}
+
+
+def rewrite_program(source: Path, names: tuple[str, ...], output: Path, inside: Path) -> list[Composition]:
+    """The input-level program ``source`` with the rewrites ``names`` applied to every op of their kind,
+    one after another, into ``output``; what each rewrote. No link below ``inside`` is followed."""
+    done: list[Composition] = []
+    for name in names:
+        done.append(compose(done[-1].program if done else source, output, lambda op: True, PROGRAM_REWRITES[name], inside))
+    return done
+
+
+def rewrites_found(phases: Path) -> set[str]:
+    """The names of the rewrites with an op to rewrite in a profiled build's input-level program (its
+    ``input`` phase dump under ``phases``; none without one)."""
+    try:
+        module = parse_file(phase_dump(phases, "input"), new_context())
+    except TracelinkError:
+        return set()
+    ops = list(walk(module.operation))
+    return {name for name, rewrite in PROGRAM_REWRITES.items() if any(rewrite.applies(op) for op in ops)}
+
+
+def rewritten_program(program: Path, flags: list[str], names: tuple[str, ...], workdir: Path, timeout: float,
+                      inside: Path) -> Path:
+    """``program`` (compiled with ``flags``) lowered to IREE's input level and rewritten by ``names``:
+    ``workdir/<names>/program.mlir``, what a strategy with those rewrites compiles and hands over."""
+    source = input_program(program, flags, workdir / "input", timeout)
+    output = workdir / directory_name("+".join(names)) / "program.mlir"
+    rewrite_program(source, names, output, inside)
+    return output
