@@ -3,8 +3,8 @@
 The model files are real: a `make()` that exits, a module-level `argparse`, small torch modules whose
 ops IREE 3.13 cannot lower (`aten.squeeze.dims`, `aten.cummax`), and `transformers` models built from tiny
 configs that failed before: a SegFormer, whose bilinear upsampling head failed at `loc(unknown)` on a
-`torch.constant.bool`, and a Gemma2 decoder with logit soft-capping, whose 0-d float constant failed
-IREE's FX importer. Marker comments (`# SQUEEZE`) name the lines the checks expect.
+`torch.constant.bool`, and a Gemma2 decoder with logit soft-capping, whose 0-d float buffer (its embedding's
+scale) failed IREE's FX importer. Marker comments (`# SQUEEZE`) name the lines the checks expect.
 """
 
 from __future__ import annotations
