@@ -6,6 +6,8 @@ import argparse
 import math
 import os
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it o
 
     from tracelink.profile_dir import Profile
     from tracelink.tune.config import TuneConfig
+    from tracelink.tune.remote import RayWork
     from tracelink.tune.session import Session
     from tracelink.tune.targets import Outcome
 
@@ -51,6 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tune.add_argument("--no-strategies", action="store_true", help="skip the strategy search: tile configs of the "
                       "profiled build only")
     tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
+    ray = tune.add_mutually_exclusive_group()
+    ray.add_argument("--ray", action="store_true", help="build and race the strategies on a local Ray runtime started "
+                     "for this tune (loopback only; stopped at the end)")
+    ray.add_argument("--ray-address", metavar="ADDRESS", help="build and race the strategies on this Ray cluster "
+                     "(auto, host:port or ray://host:port); every node needs the driver's tracelink, IREE and CPU")
+    tune.add_argument("--ray-temp-dir", type=Path, help="the local Ray runtime's files and spilled objects "
+                      "(default <profile>/tune/ray)")
+    tune.add_argument("--ray-cpus", type=int, help="CPUs of the local Ray runtime (default: all)")
     tune.set_defaults(handler=run_tune)
 
 
@@ -147,12 +158,30 @@ def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tup
             profile = load_profile(args.profile)
             if (backend := profile.summary.get("target", {}).get("backend", "llvm-cpu")) != "llvm-cpu":
                 raise TracelinkError(f"{args.profile}: this profile ran {backend} code; tracelink tune supports llvm-cpu only for now")
-            return profile, tune_session(profile, config, args.dispatch, args.resume, args.output, console,
-                                         _profile_builder(profile, console))
+            with _ray_work(args) as work:
+                return profile, tune_session(profile, config, args.dispatch, args.resume, args.output, console,
+                                             _profile_builder(profile, console), work)
     except KeyboardInterrupt:
         console.print(f"interrupted: what was measured is kept in {args.profile / RECORDS_FILE} "
                       "(continue with --resume)", markup=False)
         raise
+
+
+@contextmanager
+def _ray_work(args: argparse.Namespace) -> Iterator[RayWork | None]:
+    """The Ray runtime of ``--ray`` / ``--ray-address`` for the tune's builds and races (None: in this process)."""
+    if args.ray_address is None and not args.ray:
+        if args.ray_temp_dir is not None or args.ray_cpus is not None:
+            raise TracelinkError("--ray-temp-dir and --ray-cpus need --ray")
+        yield None
+        return
+    from tracelink.tune.cluster import Cluster, RayOptions
+    from tracelink.tune.remote import RayWork
+
+    _positive(args.ray_cpus, "--ray-cpus")
+    options = RayOptions(args.ray_address, args.ray_temp_dir, args.ray_cpus)
+    with Cluster(options, args.profile / "tune" / "ray") as cluster:
+        yield RayWork(cluster)
 
 
 def _print_outcomes(out: Console, outcomes: list[Outcome]) -> None:
@@ -363,7 +392,8 @@ def _profile_builder(base, console):
         summary = base.summary
         options = ProfileOptions(function=summary["function"], inputs=run_inputs(base), parameters=run_parameters(base),
                                  repetitions=int(summary.get("repetitions", 10)), warmup=int(summary.get("warmup", 1)),
-                                 collector="hal", compile=compile_options, force=True)
+                                 collector="hal", compile=compile_options, force=True,
+                                 compare=("none",))  # a strategy's profile needs no framework reference: the base has it
         if directory.exists() and program is None:
             try:  # a profile of an earlier (resumed) session built with these flags serves again
                 earlier = load_profile(directory)

@@ -14,6 +14,11 @@ is a one-line error naming the file and line) and when it is written:
   the ``strategies`` entries below; ``{"kind", "name", "removed": true}`` drops a candidate the search
   proposed and then left out (a per-op composition that rewrote nothing);
 - ``per_line``: one row of ``per_line`` below;
+- ``placement`` (a tune on Ray): where a build or a race of the strategy search ran, ``{"kind", "what":
+  "build" | "race", "names": [str] (the strategies built, or raced against the default), "node": str (Ray's
+  node id), "address": str, "seconds": float, "stage": int (a race's stage; 0 for a build)}``;
+- ``lost`` (a tune on Ray): a build or race whose worker or node died, ``{"kind", "what", "names",
+  "reason": str (Ray's error), "retried": bool (false: the second loss, the trial's error)}``;
 - ``tiles``: the start of a tile search, ``{"kind"}``;
 - ``tile``: one measured tile configuration of a dispatch (the columns of ``trials.csv``);
 - ``round``: one round of the tile search's task scheduler (the columns of ``schedule.csv``);
@@ -69,7 +74,7 @@ TRIALS_FILE = Path("tune") / "trials.csv"
 SCHEDULE_FILE = Path("tune") / "schedule.csv"
 SUMMARY_FILE = Path("tune") / "summary.csv"
 CHECK_FILE = Path("tune") / "program_check.json"
-STRATEGY_KINDS = ("strategies", "strategy", "per_line")  # the strategy search's records
+STRATEGY_KINDS = ("strategies", "strategy", "per_line", "placement", "lost")  # the strategy search's records
 TILE_KINDS = ("tiles", "tile", "round", "dispatch", "program_check")  # the tile search's records
 SCHEMA = 1
 STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
@@ -264,9 +269,12 @@ DISPATCH_FIELDS = {"export": TEXT, "share": NUMBER, "space_size": INT, "trials":
                    "shared_with": TEXT, "note": TEXT}
 PER_LINE_FIELDS = {"file": TEXT, "line": INT, "op_kind": TEXT, "strategy": TEXT, "base_ns": NUMBER, "strategy_ns": NUMBER,
                    "ratio": NUMBER}
+PLACEMENT_FIELDS = {"what": TEXT, "names": TEXTS, "node": TEXT, "address": TEXT, "seconds": NUMBER, "stage": INT}
+LOST_FIELDS = {"what": TEXT, "names": TEXTS, "reason": TEXT, "retried": FLAG}
 # Every kind's fields (a ``strategy`` record is checked as a ``strategies.json`` entry, or is a removal)
 FIELDS: dict[str, dict[str, Field]] = {
-    "strategies": {"base_flags": TEXTS}, "strategy": {"name": TEXT}, "per_line": PER_LINE_FIELDS, "tiles": {},
+    "strategies": {"base_flags": TEXTS}, "strategy": {"name": TEXT}, "per_line": PER_LINE_FIELDS,
+    "placement": PLACEMENT_FIELDS, "lost": LOST_FIELDS, "tiles": {},
     "tile": TILE_FIELDS, "round": ROUND_FIELDS, "dispatch": DISPATCH_FIELDS, "program_check": {"check": OBJECT},
 }
 

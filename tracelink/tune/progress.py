@@ -22,6 +22,7 @@ class ProgressBar(Callback):
         self.title, self.total = title, total
         self.main: TaskID | None = None
         self.step: TaskID | None = None
+        self.line: TaskID | None = None  # a status line (the Ray cluster's builds and races)
         self.what = ""
 
     def __enter__(self) -> ProgressBar:
@@ -43,6 +44,12 @@ class ProgressBar(Callback):
             self.step, self.what = self.progress.add_task(what, total=total, completed=done), what
         else:
             self.progress.update(self.step, total=total, completed=done)
+
+    def status(self, text: str) -> None:
+        """Show ``text`` on the status line (under the bars until the display closes)."""
+        if self.line is None:
+            self.line = self.progress.add_task(text, total=None)
+        self.progress.update(self.line, description=text)
 
     def measured(self, batch: list, results: list) -> None:
         self.progress.advance(self.main, len(results))

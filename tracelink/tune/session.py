@@ -18,6 +18,7 @@ from rich.console import Console
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import Profile, load_profile
 from tracelink.tune.config import TuneConfig
+from tracelink.tune.remote import RayWork
 from tracelink.tune.run import tune_profile
 from tracelink.tune.targets import Outcome, one_line
 from tracelink.tune.spec import Tuning
@@ -61,14 +62,15 @@ class Session:
 
 
 def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
-                 console: Console, profile_build: ProfileBuild | None) -> Session:
-    """Search strategies (unless one dispatch was named or the search is off), then tiles."""
+                 console: Console, profile_build: ProfileBuild | None, work: RayWork | None = None) -> Session:
+    """Search strategies (unless one dispatch was named or the search is off), then tiles; with ``work``
+    the strategy search's builds and races run on Ray."""
     budget = Budget.of_seconds(config.budget_s)
     strategies = None
     target = profile
     if config.strategy.enabled and dispatch_name is None and profile.manifest.get("input"):
         strategies = search_strategies(profile, config.strategy, budget, console,
-                                       config.measure.compile_timeout_seconds, resume, profile_build)
+                                       config.measure.compile_timeout_seconds, resume, profile_build, work)
         winner = strategies.winner
         if winner is not None and winner.name in strategies.profiles:
             target = load_profile(strategies.profiles[winner.name])

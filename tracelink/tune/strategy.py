@@ -50,6 +50,7 @@ from tracelink.collect.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.progress import ProgressBar
 from tracelink.tune.rewrites import rewrites_found, rewritten_program
+from tracelink.tune.remote import BuildJob, LostError, RayWork
 from tracelink.collect.rounds import alternate, time_program
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES, compile_variant
 from tracelink.aggregate.speedup import summarize
@@ -80,7 +81,7 @@ class StrategySearch:
     log is appended to after every measured step, and every step reported to ``report``."""
 
     def __init__(self, profile: Profile, options: StrategyOptions, budget: Budget, compile_timeout: float, resume: bool,
-                 report: Report = no_report):
+                 report: Report = no_report, work: RayWork | None = None):
         self.profile, self.options, self.budget, self.report = profile, options, budget, report
         self.timeout = compile_timeout
         self.program = Path(profile.manifest["input"])
@@ -90,6 +91,11 @@ class StrategySearch:
         self.workdir = profile.directory / "tune" / "strategies"
         self.log = RecordLog(profile.directory, STRATEGY_KINDS, resume)
         self.earlier = resumed_strategies(self.log) if resume else {}
+        # on Ray: builds and races run as its tasks, and an earlier session's recorded races are not run again
+        self.work, self.built = work, {}
+        if work is not None:
+            work.log = self.log
+        self.raced = {(r["stage"], frozenset(r["names"])) for r in self.log.of_kind("placement") if r["what"] == "race"}
         roots = set(profile.call_sites["root_op"].dropna()) if "root_op" in profile.call_sites else set()
         found = rewrites_found(profile.artifacts / "phases")  # a rewrite is searched where it has ops to rewrite
         chosen = [option for option in OPTIONS if (not options.only or option.name in options.only)
@@ -141,9 +147,12 @@ class StrategySearch:
     def _stage(self, candidates: list[Candidate], rounds: int, also: list[Candidate], stage: int) -> None:
         """Build and check ``candidates``, then race the good ones (and ``also``) against the default."""
         what = f"strategies: building and checking {'single options' if stage == 1 else 'combinations of the best'}"
+        fresh = [candidate for candidate in candidates if not self._resumed(candidate)]
+        if self.work is not None and fresh and self.budget.left_s() > 0:  # all at once, across the cluster
+            self.built = self.work.build_all([self._job(candidate) for candidate in fresh])
         for done, candidate in enumerate(candidates):
             self.report(what, done, len(candidates))
-            if self._resumed(candidate):
+            if candidate not in fresh:
                 continue
             if self.budget.left_s() <= 0:
                 candidate.status, candidate.reason = "not run", "the --budget ran out before it"
@@ -206,11 +215,27 @@ class StrategySearch:
                                          self.workdir / "default_outputs", 600.0)
         return self.reference
 
+    def _job(self, candidate: Candidate, directory: Path | None = None) -> BuildJob:
+        return BuildJob(candidate.name, candidate.program or self.program, self.flags, option_flags(candidate.option),
+                        directory or self.workdir / directory_name(candidate.name), self.timeout)
+
+    def _compile(self, candidate: Candidate, directory: Path | None) -> Path:
+        """The candidate's build: compiled here, or on Ray (built with its stage, or now)."""
+        job = self._job(candidate, directory)
+        if self.work is None:
+            return compile_variant(job.program, job.flags, job.extra, job.directory, job.timeout, job.name)
+        built = self.built.pop(job.name, None) or self.work.build_all([job])[job.name]
+        if isinstance(built, TracelinkError):
+            raise built
+        return built
+
     def _build_and_check(self, candidate: Candidate, directory: Path | None = None) -> None:
         directory = directory or self.workdir / directory_name(candidate.name)
         try:
-            vmfb = compile_variant(candidate.program or self.program, self.flags, option_flags(candidate.option),
-                                   directory, self.timeout, candidate.name)
+            vmfb = self._compile(candidate, directory)
+        except LostError as error:
+            candidate.status, candidate.reason = "not run", first_line(error)
+            return
         except TracelinkError as error:
             candidate.status, candidate.reason = "compile failed", first_line(error)
             return
@@ -228,15 +253,34 @@ class StrategySearch:
             return
         candidate.vmfb = vmfb
 
-    def _race(self, racing: list[Candidate], rounds: int, stage: int) -> list[list[float]]:
+    def _race(self, racing: list[Candidate], rounds: int, stage: int) -> list[list[float]] | None:
         """Time the default build and ``racing`` alternately; each gets its speedup, interval and status.
-        Returns the per-round times of the default, then of each of ``racing``."""
+        Returns the per-round times of the default, then of each of ``racing`` (None: not raced, an
+        earlier session's race kept, or lost on Ray)."""
         calls = self.options.calls
         builds = [self.profile.artifacts / "app.vmfb", *(c.vmfb for c in racing)]
-        runs = [lambda _, v=v: time_program(v, self.function, self.inputs, self.parameters, calls, 600.0) for v in builds]
         race = "final race" if stage == FINAL_STAGE else "race"
         what, rounds = f"strategies: {race} of {len(racing)} build(s) against the default", max(2, rounds)
-        times = alternate(runs, rounds, lambda number: self.report(what, number, rounds))
+        if self.work is None:
+            runs = [lambda _, v=v: time_program(v, self.function, self.inputs, self.parameters, calls, 600.0) for v in builds]
+            return self._settle_race(racing, alternate(runs, rounds, lambda number: self.report(what, number, rounds)), stage)
+        names = [c.name for c in racing]
+        if (stage, frozenset(names)) in self.raced and all(c.ci is not None for c in racing):
+            for candidate in racing:  # what the earlier session's race measured stands
+                candidate.stage = stage
+            return None
+        self.report(what, 0, 1)
+        try:
+            return self.work.race(builds, self.function, self.inputs, self.parameters, calls, rounds, names, stage,
+                                  lambda times: self._settle_race(racing, times, stage))
+        except LostError as error:
+            for candidate in racing:
+                if candidate.ci is None:
+                    candidate.status, candidate.reason = "not run", first_line(error)
+            return None
+
+    def _settle_race(self, racing: list[Candidate], times: list[list[float]], stage: int) -> list[list[float]]:
+        """Each of ``racing`` gets its speedup over the default (``times[0]``), interval and status; saved."""
         for candidate, own in zip(racing, times[1:]):
             check = summarize(times[0], own)
             candidate.ratio, candidate.ci, candidate.stage = check["speedup"], [check["ci_low"], check["ci_high"]], stage
@@ -244,6 +288,7 @@ class StrategySearch:
             candidate.reason = (f"{check['speedup']:.2f}x the default build (95% CI {check['ci_low']:.2f}-"
                                 f"{check['ci_high']:.2f}, {check['rounds']} alternating rounds with "
                                 f"{len(racing)} build(s))")
+        self.save()
         return times
 
     def compose(self) -> list[Candidate]:
@@ -307,6 +352,8 @@ class StrategySearch:
         than the winner takes its place."""
         stand_in = Candidate(winner.option, vmfb=winner.vmfb)  # the winner keeps what the final race measured
         times = self._race([stand_in, *(c for c, _ in built)], self.options.compose_rounds, stage=4)
+        if times is None:
+            return
         proven: list[tuple[float, Candidate]] = []
         for (candidate, what), own_times in zip(built, times[2:]):
             against = summarize(times[1], own_times)
@@ -323,12 +370,15 @@ ProfileBuild = Callable[[list[str], Path, Path | None], Path]  # (extra flags, d
 
 
 def search_strategies(profile: Profile, options: StrategyOptions, budget: Budget, console: Console,
-                      compile_timeout: float, resume: bool, profile_build: ProfileBuild | None) -> SearchResult:
+                      compile_timeout: float, resume: bool, profile_build: ProfileBuild | None,
+                      work: RayWork | None = None) -> SearchResult:
     """The whole strategy search, then the per-line table of the faster strategies (profiled with
     ``profile_build`` while the budget lasts; None: no per-line table), then the per-op compositions,
     the one that wins profiled too; a progress bar with an ETA shows every step."""
     with ProgressBar(console, "strategies: races", total=FINAL_STAGE) as bar:
-        search = StrategySearch(profile, options, budget, compile_timeout, resume, bar.report)
+        search = StrategySearch(profile, options, budget, compile_timeout, resume, bar.report, work)
+        if work is not None:
+            work.status = bar.status
         result = search.run([bar])
         for candidate in profile_order(result)[: max(1, options.profile_top)] if profile_build else []:
             _profile_strategy(search, candidate, profile_build, console)

@@ -1,0 +1,233 @@
+"""`tracelink tune --ray` and `--ray-address` on a real Ray runtime: a local one the tune starts and
+stops, and a two-node cluster (`ray start --head` and a second node, 1 CPU each, both on 127.0.0.1).
+
+Ray replaces a node's loopback address by the machine's network address unless told otherwise: the
+nodes here are started by a small launcher that keeps the address given (and sets Ray's own switch
+for a one-machine runtime in their children), and the tune's driver, given a loopback address, sets
+that switch itself (tracelink/tune/cluster.py). Token authentication is on, with a token of the test's
+own in the environment of the nodes and the drivers. Every cluster started here is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import EXAMPLES, run_profile
+from tracelink.profile_dir import load_profile
+from tracelink.tune.strategy import StrategySearch
+from tracelink.tune.strategy_space import StrategyOptions
+from tracelink.tune.tuners.loop import Budget
+
+pytest.importorskip("ray")
+
+TRACELINK = Path(sys.executable).parent / "tracelink"
+LAUNCHER = """
+import os, sys
+from ray._private import services
+services.resolve_ip_for_localhost = lambda host: host  # keep 127.0.0.1 as the node's address
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the node's workers and agents: loopback too
+from ray.scripts.scripts import main
+sys.argv = ["ray", "start", *sys.argv[1:]]
+main()
+"""
+# One attention block, the SDPA op IREE lowers to one attention dispatch, which the decomposition beats by far.
+ATTENTION = """
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 256, 3, 2, 32).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def make():
+    torch.manual_seed(0)
+    return Block().eval(), (torch.randn(1, 256, 64),)
+"""
+SMALL = """
+[strategy]
+only = [{only}]
+first_rounds = {rounds}
+final_rounds = {rounds}
+profile_top = 0
+compose = false
+calls = 2
+"""
+QUICK = ["--trials", "1", "--top", "1", "--rounds", "0"]  # the tile search as short as it goes
+
+
+def config(tmp_path: Path, only: list[str], rounds: int = 2) -> Path:
+    path = tmp_path / "tune.toml"
+    path.write_text(SMALL.format(only=", ".join(f'"{name}"' for name in only), rounds=rounds))
+    return path
+
+
+def records(profile: Path, kind: str) -> list[dict]:
+    lines = (profile / "tune" / "records.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if record["kind"] == kind]
+
+
+def short_directory() -> Path:
+    """A directory short enough for Ray's socket paths (a pytest tmp_path is too long)."""
+    return Path(tempfile.mkdtemp(prefix="tlray-", dir="/tmp"))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a second node, 1 CPU each, on 127.0.0.1: (address, the environment a driver needs)."""
+    root = short_directory()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_USAGE_STATS_ENABLED": "0",
+           "TMPDIR": str(root)}  # the tasks' scratch directories, removed with the cluster
+    (root / "launch.py").write_text(LAUNCHER)
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+    nodes = []
+    try:
+        for arguments in ([f"--head", f"--port={port}", f"--temp-dir={root / 't'}", "--include-dashboard=false"],
+                          [f"--address=127.0.0.1:{port}"]):
+            log = root / f"node{len(nodes)}.log"
+            nodes.append(subprocess.Popen([sys.executable, str(root / "launch.py"), *arguments, *common], env=env,
+                                          stdout=log.open("w"), stderr=subprocess.STDOUT))
+            deadline = time.monotonic() + 90
+            while "Ray runtime started" not in log.read_text():
+                assert nodes[-1].poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.5)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        for node in reversed(nodes):  # by pid: `ray start --block` stops its own processes on SIGTERM
+            node.terminate()
+            try:
+                node.wait(60)
+            except subprocess.TimeoutExpired:
+                node.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ray_mlp") / "mlp"
+    run_profile(EXAMPLES / "mlp.mlir", out)
+    return out
+
+
+def tune(profile: Path, *arguments: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    return subprocess.Popen([str(TRACELINK), "tune", str(profile), *arguments], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)
+
+
+def ray_processes(since: float) -> list[psutil.Process]:
+    """This user's Ray processes started after ``since``."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline", "create_time", "username"]):
+        text = " ".join(process.info["cmdline"] or []) + " " + (process.info["name"] or "")
+        if process.info["create_time"] >= since and any(key in text for key in ("raylet", "gcs_server", "ray::", "ray/dashboard")):
+            found.append(process)
+    return found
+
+
+def test_local_runtime_starts_and_stops(mlp, tmp_path):
+    """--ray alone: a runtime on loopback, its files where asked, and no Ray process once the tune ends."""
+    started, temp = time.time(), short_directory()
+    try:
+        run = tune(mlp, "--ray", "--ray-cpus", "1", "--ray-temp-dir", str(temp), "--config",
+                   str(config(tmp_path, ["data-tiling"])), *QUICK)
+        output, _ = run.communicate(timeout=400)
+        assert run.returncode == 0, output[-3000:]
+        placements = records(mlp, "placement")
+        assert {p["what"] for p in placements} == {"build", "race"} and {p["address"] for p in placements} == {"127.0.0.1"}
+        assert any(path.name.startswith("session_") for path in temp.iterdir())  # Ray's files went where asked
+        deadline = time.monotonic() + 20
+        while (left := ray_processes(started)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left, [process.info["cmdline"] for process in left]
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_cluster_hands_over_the_in_process_strategy(cluster, tmp_path):
+    """On an attention block, the cluster's tune picks what the in-process search picks, built on both nodes."""
+    address, env = cluster
+    model = tmp_path / "block.py"
+    model.write_text(ATTENTION)
+    base = tmp_path / "base"
+    run_profile(Path(f"{model}:make"), base)
+    only = ["decompose-attention", "data-tiling"]
+    options = StrategyOptions(only=only, compose=False, first_rounds=3, final_rounds=3, calls=2)
+    search = StrategySearch(load_profile(base), options, Budget.of_seconds(600.0), 600.0, resume=False)
+    in_process = search.run().winner
+    assert in_process is not None and "decompose-attention" in in_process.name
+    run = tune(base, "--ray-address", address, "--config", str(config(tmp_path, only, rounds=3)), *QUICK, env=env)
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, output[-3000:]
+    assert f"winning strategy: {in_process.name}," in output, output[-3000:]
+    placements = records(base, "placement")
+    builds = [p for p in placements if p["what"] == "build"]
+    assert len({p["node"] for p in builds}) == 2, builds  # the two single options built at once, one per node
+    assert all(p["address"] == "127.0.0.1" for p in placements)
+
+
+def _wait_for(what, process: subprocess.Popen, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while (found := what()) is None:
+        assert process.poll() is None and time.monotonic() < deadline, (process.stdout.read() or "")[-3000:]
+        time.sleep(0.1)
+    return found
+
+
+def _build_worker() -> psutil.Process | None:
+    """A Ray worker running a build task (Ray names the worker's process after the task it runs)."""
+    for process in psutil.process_iter(["cmdline"]):
+        if (process.info["cmdline"] or [""])[0].startswith("ray::build_task"):
+            return process
+    return None
+
+
+def test_worker_killed_mid_tune_finishes_with_a_lost_record(cluster, mlp, tmp_path):
+    address, env = cluster
+    run = tune(mlp, "--ray-address", address, "--config", str(config(tmp_path, ["data-tiling", "ukernels"])), *QUICK, env=env)
+    _wait_for(_build_worker, run).kill()
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, output[-3000:]
+    lost = records(mlp, "lost")
+    assert lost and lost[0]["what"] == "build" and lost[0]["retried"], lost
+    strategies = json.loads((mlp / "tune" / "strategies.json").read_text())["strategies"]
+    assert {s["name"] for s in strategies} == {"data-tiling", "ukernels"} and all(s["status"] != "not run" for s in strategies)
+
+
+def test_resume_after_the_driver_is_killed_measures_nothing_twice(cluster, mlp, tmp_path):
+    address, env = cluster
+    arguments = ["--ray-address", address, "--config", str(config(tmp_path, ["data-tiling", "ukernels"])), *QUICK]
+    run = tune(mlp, *arguments, env=env, start_new_session=True)
+    raced = lambda: next((r for r in records(mlp, "placement") if r["what"] == "race"), None)  # noqa: E731
+    _wait_for(lambda: raced() if (mlp / "tune" / "records.jsonl").is_file() else None, run)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    first = records(mlp, "placement")
+    again = tune(mlp, *arguments, "--resume", env=env)
+    output, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, output[-3000:]
+    placements = records(mlp, "placement")
+    assert len(placements) > len(first), output[-3000:]  # the resumed tune went on
+    builds = [name for p in placements if p["what"] == "build" for name in p["names"]]
+    races = [(p["stage"], tuple(sorted(p["names"]))) for p in placements if p["what"] == "race"]
+    assert len(builds) == len(set(builds)) and len(races) == len(set(races)), placements
