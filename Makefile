@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT := out/demo
 
-.PHONY: setup demo test bench bench-strategies fuzz browser vulkan docs clean
+.PHONY: setup demo test bench bench-strategies zoo fuzz browser vulkan docs clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies, with the
 # jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both).
@@ -40,6 +40,14 @@ bench: setup browser
 # resnet50, tune and the race of every option set), about 30 minutes; `make bench` runs it too, with the rest.
 bench-strategies: setup
 	$(BIN)/python tests/bench/bench_tune.py --skip-search --race-programs --workloads
+
+# Every `transformers` architecture with a base model, a causal LM, an image or an audio class, built small from its
+# config, through torch.export and `tracelink profile`, one subprocess per model (tests/bench/zoo.py): one table of
+# what exported and profiled and why the rest failed. Resumable: out/zoo/results.jsonl keeps the rows done.
+# ZOO_FLAGS: e.g. --limit 120, --only bert,vit, --jobs 2.
+ZOO_FLAGS ?=
+zoo: setup
+	$(BIN)/python tests/bench/zoo.py --out out/zoo $(ZOO_FLAGS)
 
 # FUZZ_INPUTS mutated inputs through the readers of untrusted bytes, over every core (tests/fuzz_mass.py):
 # a table per target; the first input that raised anything but a one-line error is saved under tests/_output/fuzz/failures.
