@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.report.fmt import el, ns, pct
+from tracelink.report.summary import ratio_text, reference_by_component
 from tracelink.report.model import ReportModel
 from tracelink.report.widgets import bar, grid_table
 
@@ -28,7 +29,7 @@ def components_view(parent, model: ReportModel) -> None:
         el(parent, "p", class_="note", text="Name scopes of the ops' locations (a JAX or ONNX scope, a torch module path); "
                                             "the bar is inclusive time, 'self' the component's own ops. Click to fold.")
         tree = el(parent, "div", id="components", class_="ctree")
-        component_nodes(tree, components, iterations)
+        component_nodes(tree, components, iterations, reference_by_component(model.profile))
     kinds = kind_table(model.profile.source_ops, total)
     if not kinds.empty and (kinds["pattern"] == NO_SCOPE).all():  # no layers to fold: one line, the lines table follows
         line = el(parent, "p", id="kinds-line", class_="kinds-line")
@@ -47,8 +48,9 @@ def components_view(parent, model: ReportModel) -> None:
             el(tr, "td", class_="num", text=str(row.instances))
 
 
-def component_nodes(tree, components: pd.DataFrame, iterations: int) -> None:
-    """Every component inside its parent's element, depth-first (a loop, not recursion: a name can nest deep)."""
+def component_nodes(tree, components: pd.DataFrame, iterations: int, reference: dict[str, float] | None = None) -> None:
+    """Every component inside its parent's element, depth-first (a loop, not recursion: a name can nest deep);
+    with ``reference`` (the framework's own run's time per call by component), its time and IREE's over it."""
     children: dict[str, list[dict]] = {}
     for row in components.to_dict("records"):  # depth-first already, hottest sibling first
         children.setdefault(row["parent"], []).append(row)
@@ -62,4 +64,8 @@ def component_nodes(tree, components: pd.DataFrame, iterations: int) -> None:
         el(head, "span", class_="mono cname", title=row["component"], text=row["name"])
         bar(head, row["inclusive_share"])
         el(head, "span", class_="num muted", text=f"self {pct(row['self_share'])} · {ns(row['inclusive_ns'] / iterations)}/iter")
+        if reference is not None:
+            theirs = reference.get(row["component"])
+            text = "reference: none" if theirs is None else f"reference {ns(theirs)} · IREE/ref. {ratio_text(row['inclusive_ns'] / iterations, theirs)}"
+            el(head, "span", class_="num muted reference", text=text)
         pending.extend((node, child, len(inner)) for child in reversed(inner))

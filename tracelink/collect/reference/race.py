@@ -52,7 +52,7 @@ def runner_for(name: str, subject: Subject, threads: int, directory: Path) -> Ru
     if name in ("eager", "inductor"):
         from tracelink.collect.reference.torch_eager import TorchRunner
 
-        return TorchRunner(subject.target, subject.args, threads, compiled=name == "inductor")
+        return TorchRunner(subject.target, subject.args, threads, compiled=name == "inductor", log=directory / "profiler.log")
     if name == "xla":
         from tracelink.collect.reference.jax_jit import JaxRunner
 

@@ -11,10 +11,13 @@ same library-frame rules as IREE's dispatches.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tracelink.compile.frontends.torch_export import scoped_name
+from tracelink.atomic import make_directory
 from tracelink.errors import TracelinkError
 
 C_COMPILERS = ("g++", "c++", "clang++")
@@ -30,7 +34,7 @@ C_COMPILERS = ("g++", "c++", "clang++")
 class TorchRunner:
     """The module in eager mode (``compiled``: through ``torch.compile``), on ``threads`` intra-op threads."""
 
-    def __init__(self, module: torch.nn.Module, args: tuple, threads: int, compiled: bool = False) -> None:
+    def __init__(self, module: torch.nn.Module, args: tuple, threads: int, compiled: bool = False, log: Path | None = None) -> None:
         if compiled and not (os.environ.get("CXX") or any(shutil.which(name) for name in C_COMPILERS)):
             raise TracelinkError("torch.compile (Inductor) needs a C++ compiler on PATH (g++ or clang++), and none was found")
         self._saved_threads = torch.get_num_threads()
@@ -38,6 +42,7 @@ class TorchRunner:
         self.module, self.args = module, args
         self.callable = torch.compile(module) if compiled else module
         self.compiled = compiled
+        self.log = log  # where the profiler's own lines go (its C++ side prints each start and stop on stderr)
 
     def call(self) -> object:
         with torch.inference_mode():
@@ -53,7 +58,8 @@ class TorchRunner:
         whose generated kernels have no line of the model."""
         if self.compiled:
             return None
-        with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], with_stack=True, record_shapes=True) as profiler:
+        with stderr_to(self.log), torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], with_stack=True,
+                                                                 record_shapes=True) as profiler:
             for _ in range(calls):
                 self.module(*self.args)
         # each call is the module's own call event: what runs under it is the model's, and the frames above it are tracelink's
@@ -68,6 +74,25 @@ class TorchRunner:
 
     def close(self) -> None:
         torch.set_num_threads(self._saved_threads)
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path | None) -> Iterator[None]:
+    """Send what is written to file descriptor 2 meanwhile to ``path`` (kept as it is without one)."""
+    if path is None:
+        yield
+        return
+    make_directory(path.parent, inside=path.parent.parent.parent)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def walk(events: list) -> Iterator:
