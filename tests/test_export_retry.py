@@ -9,6 +9,7 @@ scale) failed IREE's FX importer. Marker comments (`# SQUEEZE`) name the lines t
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import textwrap
@@ -17,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
+import tracelink
 from tests.test_bad_input import error_line, run_cli
 from tests.test_frameworks import iree_outputs, marked_lines
 from tracelink.compile.frontends import load_entry
@@ -104,10 +107,55 @@ HF = textwrap.dedent('''
 ''')
 
 
+DECODER = textwrap.dedent('''
+    import torch
+    import transformers as T
+
+
+    def cache_tensors(cache):
+        return tuple(tensor for layer in cache.layers for tensor in (layer.keys, layer.values))
+
+
+    class Prefill(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            out = self.model(input_ids=ids, use_cache=True)
+            return (out.logits, *cache_tensors(out.past_key_values))
+
+
+    class Decode(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, *past):
+            cache = T.DynamicCache(config=self.model.config)
+            for layer in range(len(past) // 2):
+                cache.update(past[2 * layer], past[2 * layer + 1], layer)
+            positions = torch.arange(past[0].shape[2], past[0].shape[2] + ids.shape[1]).unsqueeze(0)
+            return self.model(input_ids=ids, cache=cache, position_ids=positions, use_cache=True).logits
+
+
+    def make():
+        torch.manual_seed(0)
+        config = T.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                               vocab_size=256, max_position_embeddings=64)
+        model = T.LlamaForCausalLM(config).eval()
+        ids = torch.randint(0, 256, (1, 8))
+        with torch.no_grad():
+            prefilled = Prefill(model)(ids)
+        # the decode step's example arguments: the next token and the key/value cache prefill returns
+        return {"prefill": (Prefill(model), (ids,)), "decode": (Decode(model), (prefilled[0][:, -1:].argmax(-1), *prefilled[1:]))}
+''')
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("retry")
-    for name, text in (("exits", EXITS), ("parses", ARGPARSE), ("ops", OPS), ("hf_retry", HF)):
+    for name, text in (("exits", EXITS), ("parses", ARGPARSE), ("ops", OPS), ("hf_retry", HF), ("hf_decoder", DECODER)):
         (folder / f"{name}.py").write_text(text)
     return folder
 
@@ -198,3 +246,31 @@ def test_softcapping_decoder_profiles(files, tmp_path):
     profile = load_profile(out)
     np.testing.assert_allclose(iree_outputs(profile)[0], torch_output(f"{files / 'hf_retry.py'}:gemma2", profile), rtol=1e-3, atol=1e-3)
     assert profile.source_lines["file"].str.endswith("modeling_gemma2.py").any()
+
+
+def test_prefill_and_decode_entry_points_profile_side_by_side(files, tmp_path):
+    loaded = load_entry(str(files / "hf_decoder.py"))
+    assert list(loaded.entries) == ["prefill", "decode"]
+    profiles = tracelink.profile(loaded.entries, out=tmp_path / "llm", repetitions=2, console=Console(file=io.StringIO()))
+    assert list(profiles.profiles) == ["prefill", "decode"]
+    summary = json.loads((tmp_path / "llm" / "profile.json").read_text())
+    assert [function["function"] for function in summary["functions"]] == ["prefill", "decode"]
+    exported = (tmp_path / "llm" / "artifacts" / "exported.mlir").read_text()
+    assert "func.func @prefill" in exported and "func.func @decode" in exported
+    assert exported.count("util.global private @model.model.embed_tokens.weight ") == 1  # one copy of each weight, shared
+    for name, (module, _) in loaded.entries.items():
+        profile = profiles.profiles[name]
+        assert profile.source_lines["file"].str.endswith("modeling_llama.py").any()
+        inputs = [torch.from_numpy(np.load(flag.removeprefix("@"))) for flag in profile.summary["inputs"]]
+        with torch.no_grad():
+            expected = module(*inputs)
+        expected = expected[0] if isinstance(expected, tuple) else expected
+        np.testing.assert_allclose(iree_outputs(profile)[0], expected.numpy(), rtol=1e-3, atol=1e-4)
+    assert len(profiles.profiles["decode"].summary["inputs"]) == 5  # the token and two layers' keys and values
+
+
+def test_entry_points_must_be_named_pairs(files):
+    with pytest.raises(TracelinkError, match=r"tracelink.profile\['decode'\] must return \(fn_or_module, example_args\)"):
+        tracelink.profile({"decode": 42}, out="never")
+    with pytest.raises(TracelinkError, match=r"entry point 'a b' is not a name"):
+        tracelink.profile({"a b": (torch.nn.Identity(), (torch.ones(2),))}, out="never")

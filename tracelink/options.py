@@ -73,13 +73,15 @@ def for_function(options: ProfileOptions, run: FunctionRun) -> ProfileOptions:
 
 def with_exported_model(options: ProfileOptions, exported: ExportedModel) -> ProfileOptions:
     """The options of a Python model's run: its example inputs (unless ``--input`` was given), its weights'
-    archive, its sources and what its export did."""
+    archive, its sources and what its export did; with several entry points, one function run each."""
     return replace(
         options,
         inputs=list(options.inputs) or exported.inputs,
         parameters=[*exported.parameters, *options.parameters],
         source_roots=[*options.source_roots, *exported.source_dirs],
         export=exported.manifest_entry(),
+        # several entry points: each a function of the program, profiled side by side on its own example inputs
+        functions=tuple(FunctionRun(name, tuple(inputs)) for name, inputs in exported.functions.items()) or options.functions,
     )
 
 
@@ -180,9 +182,9 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
 
 def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions) -> StartedProfile:
     """Claim ``out``, export ``model`` into it and start compiling the exported program."""
-    if options.functions:  # an exported model has one entry point, `main`
+    if options.functions:  # a Python model's functions are its entry points
         raise TracelinkError(f"{model.origin}: several --function need an MLIR or ONNX program with those functions; "
-                             "a Python model exports one")
+                             "a Python model names its entry points itself (make() returning {\"prefill\": (fn, args), ...})")
     claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
     try:
         compile_options = with_collector_requirements(options).compile

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,9 @@ class PythonModel:
     args: tuple
     origin: str  # where it came from, for the profile's summary: ``/path/model.py:make``
     source_dirs: tuple[Path, ...] = ()  # directories of the user's code, whose files the report may embed
+    # several named entry points (``{"prefill": (fn, args), "decode": (fn, args)}``), each a function of one
+    # program; ``target`` and ``args`` are the first's. Empty for one.
+    entries: dict[str, tuple[Any, tuple]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,13 +59,14 @@ class ExportedModel:
     parameter_bytes: int = 0
     # ops decomposed because IREE could not lower them (:mod:`tracelink.compile.frontends.lowering`)
     decomposed_automatically: tuple[str, ...] = ()
+    functions: dict[str, list[str]] = field(default_factory=dict)  # several entry points: name → its ``@file`` inputs
 
     def manifest_entry(self) -> dict:
         """What the manifest (and profile.json) records about the export: ``decomposed`` lists every op decomposed,
         requested or not, as ``--decompose`` takes them; ``decomposed_automatically`` those IREE could not lower."""
         return {"model": self.origin, "framework": self.framework, "seconds": round(self.seconds, 4), "inputs": len(self.inputs),
                 "decomposed": [*self.decomposed, *self.decomposed_automatically],
-                "decomposed_automatically": list(self.decomposed_automatically),
+                "decomposed_automatically": list(self.decomposed_automatically), "functions": list(self.functions),
                 "parameters": self.parameters, "parameter_bytes": self.parameter_bytes}
 
 
@@ -121,10 +125,32 @@ def load_entry(program: Path | str) -> PythonModel:
         raise
     except Exception as error:
         raise TracelinkError(f"{path}: {name}() raised {type(error).__name__}: {first_line(error)}") from None
+    entries = entry_points(made, f"{path}: {name}()")
+    (target, args), = list(entries.values())[:1]
+    return PythonModel(target, args, f"{path}:{name}", (path.parent,), entries if isinstance(made, dict) else {})
+
+
+def entry_points(made: Any, where: str) -> dict[str, tuple[Any, tuple]]:
+    """What ``make()`` returned as named entry points: ``(fn_or_module, example_args)`` is one (``main``), a
+    dict of them names several."""
+    if not isinstance(made, dict):
+        return {"main": one_entry(made, where)}
+    if not made:
+        raise TracelinkError(f"{where} returned no entry point (an empty dict)")
+    entries = {}
+    for name, entry in made.items():
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise TracelinkError(f"{where}: entry point {name!r} is not a name (it names a function of the program)")
+        entries[name] = one_entry(entry, f"{where}['{name}']")
+    return entries
+
+
+def one_entry(made: Any, where: str) -> tuple[Any, tuple]:
+    """``(fn_or_module, example_args)``, the arguments as a tuple."""
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
-        raise TracelinkError(f"{path}: {name}() must return (fn_or_module, example_args), got {type(made).__name__}")
+        raise TracelinkError(f"{where} must return (fn_or_module, example_args) or a dict of them, got {type(made).__name__}")
     target, args = made
-    return PythonModel(target, tuple(args) if isinstance(args, (tuple, list)) else (args,), f"{path}:{name}", (path.parent,))
+    return target, tuple(args) if isinstance(args, (tuple, list)) else (args,)
 
 
 @contextlib.contextmanager
@@ -145,8 +171,15 @@ def as_script(path: Path, what: str) -> Iterator[None]:
         sys.argv = saved
 
 
-def python_model(target: Callable, args: tuple) -> PythonModel:
-    """A model handed over in Python (``tracelink.profile(fn, *args)``), named after where it is defined."""
+def python_model(target: Callable | dict, args: tuple) -> PythonModel:
+    """A model handed over in Python (``tracelink.profile(fn, *args)``, or a dict of named entry points
+    ``{"prefill": (fn, args), ...}`` without ``args``), named after where it (the first) is defined."""
+    entries = entry_points(target, "tracelink.profile") if isinstance(target, dict) else {}
+    if entries and args:
+        raise TracelinkError("tracelink.profile: entry points carry their own example arguments; pass the dict alone")
+    if entries:
+        first, first_args = next(iter(entries.values()))
+        return replace(python_model(first, first_args), entries=entries)
     defined = type(target) if is_torch_module(target) else target
     try:
         file = inspect.getsourcefile(defined)
@@ -164,7 +197,8 @@ def is_torch_module(target: object) -> bool:
 
 
 def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...] = (), automatic: tuple[str, ...] = ()) -> ExportedModel:
-    """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs.
+    """Export ``model`` into ``artifacts/exported.mlir`` and save its example arguments as inputs (each entry
+    point's under ``inputs/<name>/``).
 
     ``decompose`` names ATen ops to decompose with torch's own decompositions (PyTorch models only),
     ``automatic`` those decomposed because IREE could not lower them.
@@ -172,29 +206,35 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
     started = time.perf_counter()
     parameters: list[str] = []
     parameter_bytes = 0
+    entries = model.entries or {"main": (model.target, model.args)}
     with stdout_to_stderr():
         if is_torch_module(model.target):
             from tracelink.compile.frontends.torch_export import export_torch
             from tracelink.compile.frontends.torch_parameters import SCOPE
 
+            if not all(is_torch_module(target) for target, _ in entries.values()):
+                raise TracelinkError(f"{model.origin}: entry points are either all torch modules or one JAX function")
             framework = "torch"
-            exported = export_torch(model.target, model.args, artifacts / EXPORTED_NAME, model.origin, (*decompose, *automatic))
+            exported = export_torch(entries, artifacts / EXPORTED_NAME, model.origin, (*decompose, *automatic))
             arrays, parameter_bytes = exported.arrays, exported.parameter_bytes
             parameters = [f"{SCOPE}={exported.parameters.resolve()}"] if exported.parameters else []
         else:
             if decompose:
                 raise TracelinkError(f"{model.origin}: --decompose applies to PyTorch models (this is a JAX function)")
+            if model.entries:
+                raise TracelinkError(f"{model.origin}: several entry points are exported from torch modules only (this is a JAX function)")
             from tracelink.compile.frontends.jax_export import export_jax
 
             framework = "jax"
-            arrays = export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)
-    inputs = save_inputs(arrays, artifacts / "inputs")
+            arrays = {"main": export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)}
+    functions = {name: save_inputs(arrays[name], artifacts / "inputs" / name) for name in model.entries}
+    inputs = [] if model.entries else save_inputs(arrays["main"], artifacts / "inputs")
     from importlib import metadata  # here, not at start-up (7 ms before every compile)
 
     return ExportedModel(
         artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
         f"{framework} {metadata.version(framework)}", time.perf_counter() - started, tuple(decompose), parameters,
-        parameter_bytes, tuple(automatic),
+        parameter_bytes, tuple(automatic), functions,
     )
 
 

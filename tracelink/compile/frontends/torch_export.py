@@ -54,22 +54,23 @@ FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<funct
 
 @dataclass
 class TorchExport:
-    """What exporting a module gave: its tensor arguments and its weights' archive."""
+    """What exporting a model gave: each entry point's tensor arguments and the weights' archive."""
 
-    arrays: list[np.ndarray]
+    arrays: dict[str, list[np.ndarray]]
     parameters: Path | None = None  # the archive of its weights (scope ``model``), if it has any
     parameter_bytes: int = 0
 
 
-def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str, decompose: tuple[str, ...] = ()) -> TorchExport:
-    """Write ``module`` exported at ``args`` to ``output`` (MLIR text with debug info) and its weights to
-    ``parameters.irpa`` beside it; return its arguments and archive."""
+def export_torch(entries: dict[str, tuple[torch.nn.Module, tuple]], output: Path, origin: str, decompose: tuple[str, ...] = ()) -> TorchExport:
+    """Write each entry point (name → module, example arguments) exported at its arguments to ``output`` as a
+    function of that name of one program (MLIR text with debug info), and the weights to ``parameters.irpa``
+    beside it (a weight two entries share, once); return each entry's arguments and the archive."""
     require("torch")
     import torch
     from iree.compiler import ir
     from iree.compiler.extras import fx_importer
 
-    program = exported_program(module, args, origin, decompose)
+    programs = {name: exported_program(module, args, origin, decompose) for name, (module, args) in entries.items()}
 
     class LocatedContextCache(fx_importer.ContextCache):
         def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
@@ -80,7 +81,8 @@ def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str
     # The importer asks its context cache for every node's location; swap in the cache that builds ours.
     importer._cc = LocatedContextCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
     try:
-        importer.import_program(program, func_name="main")
+        for name, program in programs.items():
+            importer.import_program(program, func_name=name)
         importer.module.operation.verify()
     except (ir.MLIRError, NotImplementedError, ValueError, KeyError, RuntimeError) as error:
         # A verifier error's first line is only "Verification failed:"; its diagnostic follows.
@@ -89,8 +91,8 @@ def export_torch(module: torch.nn.Module, args: tuple, output: Path, origin: str
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, importer.module.operation.get_asm(enable_debug_info=True))
     parameters = archive.write(output.with_name(PARAMETERS_NAME))
-    leaves = torch.utils._pytree.tree_leaves(args)
-    arrays = [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    arrays = {name: [leaf.detach().cpu().numpy() for leaf in torch.utils._pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
+              for name, (_, args) in entries.items()}
     return TorchExport(arrays, parameters, archive.bytes)
 
 

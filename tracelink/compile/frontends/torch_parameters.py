@@ -37,6 +37,7 @@ class ParameterArchive:
 
         self.index = rt.ParameterIndex()
         self.tensors: list[torch.Tensor] = []  # the archive reads their memory when it is written
+        self.globals: dict[str, torch.Tensor] = {}  # each global's name → the weight it holds
         self.bytes = 0
 
     def hooks(self) -> Any:
@@ -61,8 +62,28 @@ class ParameterArchive:
 
         if info.mutable_producer_node_name is not None or not isinstance(value, torch.Tensor) or not value.is_floating_point():
             return None
-        name = str(info.input_spec.target)
+        name = self.global_name(str(info.input_spec.target), value)
         tensor_type = ir.RankedTensorType.get(list(value.shape), gni._cc.dtype_to_type(value.dtype))
+        if name not in self.globals:
+            self.add(name, value, module_op, tensor_type)
+        loaded = ir.Operation.create("util.global.load", results=[tensor_type], attributes={"global": ir.FlatSymbolRefAttr.get(name)})
+        return ir.Operation.create("torch_c.from_builtin_tensor", results=[gni._cc.tensor_to_vtensor_type(value)], operands=[loaded.result]).result
+
+    def global_name(self, name: str, value: torch.Tensor) -> str:
+        """The global holding ``value``: ``name``, shared by the entry points of one program that use the same
+        weight; another weight of the same name (a second model's) gets a numbered name."""
+        candidate, number = name, 1
+        while candidate in self.globals and not same_tensor(self.globals[candidate], value):
+            number += 1
+            candidate = f"{name}__{number}"
+        return candidate
+
+    def add(self, name: str, value: torch.Tensor, module_op: Any, tensor_type: Any) -> None:
+        """Declare global ``name`` loaded from the archive, and add ``value``'s bytes to the archive."""
+        import torch
+        from iree.compiler import ir
+
+        self.globals[name] = value
         with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]):
             ir.Operation.create("util.global", attributes={
                 "sym_name": ir.StringAttr.get(name),
@@ -75,8 +96,6 @@ class ParameterArchive:
         # as one dimension: a 0-d tensor (a scalar constant the export lifted) has no byte view of its own
         self.index.add_buffer(name, data.reshape(-1).view(torch.uint8).numpy())
         self.bytes += data.numel() * data.element_size()
-        loaded = ir.Operation.create("util.global.load", results=[tensor_type], attributes={"global": ir.FlatSymbolRefAttr.get(name)})
-        return ir.Operation.create("torch_c.from_builtin_tensor", results=[gni._cc.tensor_to_vtensor_type(value)], operands=[loaded.result]).result
 
     def write(self, path: Path) -> Path | None:
         """Write the archive to ``path`` (atomically); None when the model has no float parameter."""
@@ -84,4 +103,10 @@ class ParameterArchive:
             return None
         write_atomic(path, lambda temporary: self.index.create_archive_file(str(temporary)))
         self.tensors.clear()
+        self.globals.clear()
         return path
+
+
+def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are one weight: the same memory, shape, strides and type."""
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
