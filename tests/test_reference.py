@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
+import onnx
 import pandas as pd
 import pytest
 import torch
 import transformers
+from onnx import TensorProto, helper, numpy_helper
 
 import tracelink
 from tests.test_bad_input import error_line, run_cli
@@ -21,7 +24,6 @@ from tracelink.report.json_output import SCHEMA_PATH, dump, profile_document
 from tracelink.report.summary import reference_headlines
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-WORKLOADS = Path("/work/shared/workloads")
 
 
 class Encoder(torch.nn.Module):
@@ -103,18 +105,35 @@ def test_a_failing_reference_is_one_line_and_the_profile_is_whole(tmp_path):
     assert (tmp_path / "report.html").exists() and not profile.source_lines.empty
 
 
-@pytest.mark.skipif(not (WORKLOADS / "light_inception_v1.onnx").exists(), reason="the shared ONNX workload is not here")
+def small_onnx(path: Path) -> Path:
+    """A convolution, its activation, a pooling and a classifier, with random weights, as an .onnx file."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("w", (16, 3, 3, 3)), ("fc_w", (10, 16)), ("fc_b", (10,)))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu1"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)  # as onnxruntime 1.31 reads
+    return path
+
+
 def test_onnxruntime_per_node(tmp_path):
-    model = WORKLOADS / "light_inception_v1.onnx"
-    done = run_cli("profile", str(model), "-o", str(tmp_path), "--repetitions", "1", "--json")
+    model = small_onnx(tmp_path / "small.onnx")
+    done = run_cli("profile", str(model), "-o", str(tmp_path / "out"), "--repetitions", "1", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(done.stdout)
     (record,) = document["references"]
     assert record["name"] == "onnxruntime" and record["status"] == "measured", record
     assert record["outputs"]["agree"], record["outputs"]
-    lines = pd.read_csv(tmp_path / "reference_lines.csv", keep_default_na=False, na_values=[""])
-    both = lines[lines["only_in"].isna()]
-    assert not both.empty and (both["file"] == str(model.resolve())).all()
+    lines = pd.read_csv(tmp_path / "out" / "reference_lines.csv", keep_default_na=False, na_values=[""])
+    # every node onnxruntime ran is at its place in the model, the key IREE's dispatches have
+    assert (lines["file"] == str(model.resolve())).all() and lines["line"].between(1, 5).all()
+    assert not lines[lines["only_in"].isna()].empty
+    assert 1 in set(lines.loc[lines["reference_ns"].notna(), "line"])  # the convolution
 
 
 def test_compare_choices():
@@ -135,3 +154,13 @@ def test_compare_on_mlir_is_one_error_line(tmp_path):
     assert not (tmp_path / "out").exists()
     line = error_line(run_cli("profile", str(EXAMPLES / "mlp.mlir"), "-o", str(tmp_path / "out"), "--compare", "bogus"))
     assert "unknown reference 'bogus'" in line
+
+
+def test_jax_jit_whole_call(tmp_path):
+    done = run_cli("profile", f"{EXAMPLES / 'jax_mlp.py'}:make", "-o", str(tmp_path), "--repetitions", "1", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (record,) = json.loads(done.stdout)["references"]
+    assert record["name"] == "xla" and record["status"] == "measured", record
+    assert record["outputs"]["agree"], record["outputs"]
+    assert record["race"]["tuned_ns"] > 0 and record["per_line"].startswith("whole call only")
+    assert not (tmp_path / "reference_lines.csv").exists()

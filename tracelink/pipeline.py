@@ -224,7 +224,8 @@ def profile_function(
                 memory = memory_of(capture, built_provenance, options)
             result.summary["memory"], result.memory_lines, result.memory_components = memory
             reference_started = time.perf_counter()
-            compare_with_references(result, IreeBuild(compiled.vmfb, entry, inputs, options.parameters, options.timeout_s), options, console)
+            build = IreeBuild(compiled.vmfb, entry, inputs, options.parameters, options.timeout_s, iree_seconds_per_call(result.summary))
+            compare_with_references(result, build, options, console)
             clock.stop("reference", reference_started)
             started += clock.timings["reference"]  # its own stage, not the report's
             # the report is built by a forked child, beside the caller's turn and the profile's files written here
@@ -249,6 +250,11 @@ def profile_function(
     write_profile_summary(result)
     write_manifest(artifacts, {"timings_s": clock.timings})
     return result
+
+
+def iree_seconds_per_call(summary: dict) -> float:
+    """A call's wall time in the profiled run (its dispatch time where no wall time is known), in seconds."""
+    return float((summary.get("host_time") or {}).get("wall_ns_per_call") or summary.get("dispatch_ns_per_iteration") or 0.0) / 1e9
 
 
 def compare_with_references(result: Profile, build: IreeBuild, options: ProfileOptions, console: Console) -> None:

@@ -74,6 +74,7 @@ class IreeBuild:
     inputs: list[str]
     parameters: list[str]
     timeout_s: float
+    seconds_per_call: float = 0.0  # from the profiled run: sizes the race's rounds with the reference's own time
 
 
 @dataclass

@@ -4,8 +4,9 @@ and once more with onnxruntime's node profile.
 Each node of the session is renamed to a token with its place in the model's node order before the
 session is made (the model's computation is untouched), so a node's time lands on the place tracelink's
 ONNX import gives the node as its location's line (:mod:`tracelink.compile.onnx_import`): the same key
-as IREE's dispatches. A node onnxruntime makes itself (a layout change, a fusion's helper) keeps its own
-name and is listed as the reference's alone.
+as IREE's dispatches. The profiled session runs one optimization level below the timed one (extended:
+fusions, no NCHWc layout pass, which renames every node it rewrites); its split is scaled to the timed
+call. A node onnxruntime makes itself keeps its own name and is listed as the reference's alone.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class OnnxRuntimeRunner:
         if profiled:
             make_directory(self.directory, inside=self.directory.parent.parent)
             options.enable_profiling = True
+            # the layout pass (NCHWc) of the default level renames the nodes it rewrites, losing their place
+            # in the model: the split is profiled one level below, and scaled to the default level's call
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
             options.profile_file_prefix = str(self.directory / "onnxruntime_profile")
         return onnxruntime.InferenceSession(self.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 

@@ -28,7 +28,7 @@ from tracelink.errors import first_line
 
 ROUNDS = 5
 ROUND_SECONDS = 0.3  # each side's share of a round: enough calls for a stable median on a small model
-MIN_CALLS, MAX_CALLS = 3, 50
+MIN_CALLS, MAX_CALLS = 1, 50
 WARMUP_CALLS = 3
 PROFILED_CALLS = 3
 # fp32 on both sides, with sums reordered: tune's tolerance for a reassociated build (collect.outputs)
@@ -80,7 +80,7 @@ def run_one(name: str, subject: Subject, build: IreeBuild, directory: Path, roun
         runner = runner_for(name, subject, result.threads, directory)
         estimate = warm_up(runner)
         result.outputs = compared_outputs(runner, build, directory)
-        result.rounds = race(runner, build, calls_per_round(estimate), rounds)
+        result.rounds = race(runner, build, calls_per_round(max(estimate, build.seconds_per_call)), rounds)
         profiled = runner.profile(PROFILED_CALLS)
         if profiled is not None:
             result.samples, result.profiled_ns_per_call = profiled
@@ -106,7 +106,7 @@ def warm_up(runner: Runner) -> float:
 
 
 def calls_per_round(seconds: float) -> int:
-    """Calls of each side per round: about :data:`ROUND_SECONDS` of the reference's time."""
+    """Calls of each side per round: about :data:`ROUND_SECONDS` of the slower side's time (``seconds`` per call)."""
     return int(min(MAX_CALLS, max(MIN_CALLS, ROUND_SECONDS / max(seconds, 1e-6))))
 
 
