@@ -43,24 +43,21 @@ from ray.scripts.scripts import main
 sys.argv = ["ray", "start", *sys.argv[1:]]
 main()
 """
-# One attention block, the SDPA op IREE lowers to one attention dispatch, which the decomposition beats by far.
+# Attention alone (4 heads of 512 tokens): IREE lowers the SDPA op to one attention dispatch, which the
+# decomposition beats by an order of magnitude. The other option, im2col, has no convolution to act on,
+# and with two single options only the faster goes on: no combination, one finalist.
 ATTENTION = """
 import torch
 
 
 class Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = torch.nn.Linear(64, 192)
-
-    def forward(self, x):
-        q, k, v = self.qkv(x).view(1, 256, 3, 2, 32).permute(2, 0, 3, 1, 4)
+    def forward(self, q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 def make():
     torch.manual_seed(0)
-    return Block().eval(), (torch.randn(1, 256, 64),)
+    return Block().eval(), tuple(torch.randn(1, 4, 512, 64) for _ in range(3))
 """
 SMALL = """
 [strategy]
@@ -171,11 +168,11 @@ def test_cluster_hands_over_the_in_process_strategy(cluster, tmp_path):
     model.write_text(ATTENTION)
     base = tmp_path / "base"
     run_profile(Path(f"{model}:make"), base)
-    only = ["decompose-attention", "data-tiling"]
+    only = ["decompose-attention", "im2col"]
     options = StrategyOptions(only=only, compose=False, first_rounds=3, final_rounds=3, calls=2)
     search = StrategySearch(load_profile(base), options, Budget.of_seconds(600.0), 600.0, resume=False)
     in_process = search.run().winner
-    assert in_process is not None and "decompose-attention" in in_process.name
+    assert in_process is not None and in_process.name == "decompose-attention", search.result.candidates
     run = tune(base, "--ray-address", address, "--config", str(config(tmp_path, only, rounds=3)), *QUICK, env=env)
     output, _ = run.communicate(timeout=600)
     assert run.returncode == 0, output[-3000:]
@@ -227,7 +224,9 @@ def test_resume_after_the_driver_is_killed_measures_nothing_twice(cluster, mlp, 
     output, _ = again.communicate(timeout=600)
     assert again.returncode == 0, output[-3000:]
     placements = records(mlp, "placement")
-    assert len(placements) > len(first), output[-3000:]  # the resumed tune went on
+    assert placements[: len(first)] == first  # the first session's record is kept, and continued
+    strategies = json.loads((mlp / "tune" / "strategies.json").read_text())["strategies"]
+    assert all(s["status"] != "not run" for s in strategies), strategies
     builds = [name for p in placements if p["what"] == "build" for name in p["names"]]
     races = [(p["stage"], tuple(sorted(p["names"]))) for p in placements if p["what"] == "race"]
     assert len(builds) == len(set(builds)) and len(races) == len(set(races)), placements
