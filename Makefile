@@ -13,7 +13,7 @@ DEMO_OUT := out/demo
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,jax,torch]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,jax,torch,ray]'
 	$(BIN)/python -m compileall -q tracelink  # as pip does for a wheel: where PYTHONDONTWRITEBYTECODE is set, no run would write it
 	touch $(STAMP)
 
