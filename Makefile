@@ -8,7 +8,8 @@ DEMO_OUT := out/demo
 .PHONY: setup demo test bench bench-strategies zoo fuzz browser vulkan docs clean
 
 # The venv, tracelink (editable, which also builds the native hook) and its pinned dependencies, with the
-# jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both).
+# jax and torch extras (the frameworks `tracelink profile model.py:make` exports from; the tests use both) and
+# the ray extra (`tune --ray`, tests/test_tune_ray.py).
 # torch goes first, on its own: resolved alone, `torch==2.13.0` takes the CPU wheel where one is offered.
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
