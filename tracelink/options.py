@@ -154,7 +154,7 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
     if isinstance(program, PythonModel) or is_python_entry(program):
         model = program if isinstance(program, PythonModel) else load_entry(program)
         framework = "torch" if is_torch_module(model.target) else "jax"
-        subject = subject_of(model.target, model.args, framework, options.compare, model.origin)
+        subject = subject_of(model.target, model.args, framework, options.compare, model.origin, model.entries)
         started = start_python_compile(model, Path(out), options)
         started.reference = subject
         return started

@@ -260,8 +260,8 @@ def iree_seconds_per_call(summary: dict) -> float:
 def compare_with_references(result: Profile, build: IreeBuild, options: ProfileOptions, console: Console) -> None:
     """The framework's own runs (:mod:`tracelink.collect.reference`) after every run of IREE's build, never
     beside one: profile.json's ``references``, and the first one's time per line and component."""
-    subject = options.reference
-    if subject is None:
+    subject = options.reference.for_function(build.function) if options.reference is not None else None
+    if subject is None or device_target(options.compile.device).is_gpu:  # the references are CPU runtimes, raced on local-task
         return
     if subject.framework == "onnx":  # onnxruntime takes the inputs IREE's run took
         subject = replace(subject, args=tuple(build.inputs))

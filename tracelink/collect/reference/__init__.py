@@ -12,7 +12,7 @@ the frameworks load only when a reference runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,14 @@ class Subject:
     target: Any
     args: tuple
     references: tuple[str, ...]
+    entries: dict[str, tuple[Any, tuple]] = field(default_factory=dict)  # several entry points: each function's own
+
+    def for_function(self, function: str) -> Subject | None:
+        """What the references run for one function of the program: the entry point of that name when the
+        model has several (None for a function it does not name), else the model."""
+        if not self.entries:
+            return self
+        return replace(self, target=self.entries[function][0], args=self.entries[function][1]) if function in self.entries else None
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,9 @@ class ReferenceResult:
 
 
 
-def subject_of(target: Any, args: tuple, framework: str | None, compare: tuple[str, ...], origin: str) -> Subject | None:
+def subject_of(target: Any, args: tuple, framework: str | None, compare: tuple[str, ...], origin: str,
+               entries: dict[str, tuple[Any, tuple]] | None = None) -> Subject | None:
     """What the chosen references run (None when none is chosen); a choice that does not fit the
     framework is an error here, before anything is written."""
     references = chosen_references(compare, framework, origin)
-    return Subject(framework or "", target, args, references) if references else None
+    return Subject(framework or "", target, args, references, dict(entries or {})) if references else None
