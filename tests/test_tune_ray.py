@@ -230,3 +230,19 @@ def test_resume_after_the_driver_is_killed_measures_nothing_twice(cluster, mlp, 
     builds = [name for p in placements if p["what"] == "build" for name in p["names"]]
     races = [(p["stage"], tuple(sorted(p["names"]))) for p in placements if p["what"] == "race"]
     assert len(builds) == len(set(builds)) and len(races) == len(set(races)), placements
+
+
+def test_sweep_writes_each_profile_where_the_driver_asks(tmp_path):
+    """A batch of `tracelink profile` runs as Ray tasks on a local runtime; each directory lands at its `out`."""
+    from tracelink.sweep import ProfileJob, profile_all
+    from tracelink.tune.cluster import RayOptions
+
+    temp = short_directory()
+    try:
+        jobs = [ProfileJob(EXAMPLES / f"{name}.mlir", ("--repetitions=2",), tmp_path / "sweep" / name) for name in ("mlp", "convnet")]
+        runs = profile_all(jobs, RayOptions(temp_dir=temp, cpus=2))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert [run.returncode for run in runs] == [0, 0], [run.output for run in runs]
+    for job in jobs:
+        assert load_profile(job.out).summary["function"]  # a whole profile, readable where it was asked for

@@ -178,4 +178,9 @@ def _import_ray(loopback: bool):
         raise TracelinkError("--ray needs Ray: pip install 'tracelink[ray]'") from None
     if loopback:  # read when Ray was imported: a caller may have imported it before
         constants.ENABLE_RAY_CLUSTER = False
+    if "RAY_AUTH_TOKEN" in os.environ:  # read when Ray was imported: refreshed as Ray does when it turns token mode on
+        from ray._private.authentication.authentication_token_setup import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
     return ray
