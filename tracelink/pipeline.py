@@ -174,7 +174,7 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
         job = ProvenanceJob(source, run.name, function_options, directory, lambda copied=copied: copied, written)
         profiles[run.name] = profile_function(program, directory, console, (source, run.name, copied, compile_entries), job,
                                               function_clock, model, aggregated)
-    run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__,
+    run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__, "export": options.export,
                 "compiler": compile_entries["compiler"]["version"], "timings_s": clock.timings}
     result = assemble_function_profiles(out, profiles, run_info)
     write_function_profiles(result)

@@ -124,6 +124,8 @@ def print_function_profiles(result: FunctionProfiles, console: Console, top: int
     """Several functions compiled together: each one's first line, then the source lines side by side."""
     console.print(f"[bold]{escape(Path(result.summary.get('model') or result.summary['program']).name)}[/]: "
                   f"{len(result.profiles)} functions, one compile")
+    if decomposed := export_text(result.summary):
+        console.print(escape(decomposed))
     for name, profile in result.profiles.items():
         console.print(headline(profile.summary), soft_wrap=True)
         if host_text := host_time_text(profile.summary):
@@ -184,8 +186,15 @@ def print_notes(summary: dict, console: Console) -> None:
         )
     if memory := memory_text(summary.get("memory")):
         console.print(escape(memory))
+    if decomposed := export_text(summary):
+        console.print(escape(decomposed))
+
+
+def export_text(summary: dict) -> str | None:
+    """One line naming the ops a Python model's export decomposed because IREE could not lower them."""
     if automatic := (summary.get("export") or {}).get("decomposed_automatically"):
-        console.print(f"export: IREE could not lower {escape(', '.join(automatic))} whole; decomposed with torch's own decompositions")
+        return f"export: IREE could not lower {', '.join(automatic)} whole; decomposed with torch's own decompositions"
+    return None
 
 
 def print_hot_lines(result: Profile, console: Console, iterations: int, top: int) -> None:
