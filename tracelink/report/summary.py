@@ -268,7 +268,7 @@ def reference_columns(result: Profile, keys: list[tuple[str, int]]) -> list[tupl
         row = indexed.loc[key]
         row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
         ratio = row["ratio"]
-        shown = "IREE only" if pd.isna(row["reference_ns"]) else ("ref. only" if pd.isna(ratio) else f"{ratio:.2f}x")
+        shown = "IREE only" if pd.isna(row["reference_ns"]) else ("ref. only" if pd.isna(ratio) else f"{ratio:.2g}x")
         cells.append((ns(row["reference_ns"]) if pd.notna(row["reference_ns"]) else "–", shown + (" !" if bool(row["iree_loses"]) else "")))
     return cells
 
@@ -409,7 +409,7 @@ def ratio_text(iree_ns: float, reference_ns: float) -> str:
     if reference_ns <= 0:
         return "–"
     ratio = iree_ns / reference_ns
-    return f"{ratio:.2f}x" + (" !" if ratio > LOSS_RATIO else "")
+    return f"{ratio:.2g}x" + (" !" if ratio > LOSS_RATIO else "")
 
 
 def print_hot_ops(result: Profile, console: Console, iterations: int, top: int) -> None:
