@@ -7,7 +7,8 @@ the deadline of the whole command) and calls back after every measured batch: th
 defined) and the progress bar (``progress``). ``strategy`` searches IREE's whole-program lowering options
 (``strategy_space``: the options, their combinations and candidates; ``tuners.halving``: which to race
 next; ``outputs``: whether a build computes what the default does; ``per_line``: what a faster strategy
-did to each source line; ``compose``: per-op compositions). ``session`` runs it and then the tile search
+did to each source line; ``compose``: per-op compositions; on Ray, ``cluster`` the runtime and
+``remote`` the builds and races as its tasks). ``session`` runs it and then the tile search
 on the winner's profile. The tile search's modules follow the data flow: ``targets`` picks the hot
 tunable dispatches → ``dispatch`` reads a dispatch's benchmark dump → ``space`` enumerates its tile
 configs → ``candidates`` + ``harness`` write candidate programs → ``measure`` compiles, verifies and
