@@ -57,7 +57,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Limits:
-    """Each stage's subprocess limits, and which tracelink it runs."""
+    """A model's subprocess limits, and which tracelink it runs."""
 
     timeout_s: float = TIMEOUT_S
     memory_bytes: int = MEMORY_GB << 30
@@ -271,9 +271,13 @@ def chosen(only: str | None, limit: int | None) -> list[str]:
     return sweep_order(list(known))[:limit]
 
 
-def sweep(names: list[str], out: Path, jobs: int, limits: Limits) -> list[Row]:
-    """Sweep ``names`` not already in ``out/results.jsonl``, ``jobs`` at a time, appending each row as it ends."""
+def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[str, ...] = ()) -> list[Row]:
+    """Sweep ``names`` not already in ``out/results.jsonl``, ``jobs`` at a time, appending each row as it ends;
+    rows that failed at a stage of ``retry`` are dropped first and swept again."""
     results = out / RESULTS
+    if retry:
+        kept = [row for row in load_rows(results) if row.failed_stage not in retry]
+        results.write_text("".join(json.dumps(asdict(row)) + "\n" for row in kept))
     done = {row.architecture for row in load_rows(results)}
     todo = [name for name in names if name not in done]
     lock = threading.Lock()
@@ -298,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated architectures (model_type), e.g. bert,vit,whisper")
     parser.add_argument("--limit", type=int, help="the first N of the zoo in the sweep's fixed order")
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds each stage may take")
-    parser.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="each stage's data limit")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds each model may take")
+    parser.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="each model's data limit (GiB, RLIMIT_DATA)")
+    parser.add_argument("--retry", action="append", choices=STAGES, default=[], help="sweep again the rows that failed at this stage (repeatable)")
     parser.add_argument("--tracelink-src", type=Path, help="run the tracelink package under this directory, not the installed one")
     parser.add_argument("--one", nargs=2, metavar=("ARCHITECTURE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -308,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = sweep(chosen(args.only, args.limit), args.out.resolve(), max(1, args.jobs), Limits(args.timeout, int(args.memory_gb * (1 << 30)),
-                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""))
+                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""), tuple(args.retry))
     print("\n" + table(rows, time.perf_counter() - started))
     return 0
 

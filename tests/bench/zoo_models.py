@@ -37,13 +37,17 @@ WAVEFORM = 4000  # samples: a quarter second at 16 kHz
 # their ratios, and the head counts dividing them, still hold), image sizes set.
 LAYER_FIELD = re.compile(r"^(num_(hidden_)?layers|n_layers?|num_(encoder|decoder|text|vision|audio)_layers|(encoder|decoder|text|vision|audio)_layers|depth|num_blocks)$")
 WIDTH_FIELD = re.compile(r"^(hidden_size|d_model|n_embd|dim|embed_dim|hidden_dim|embedding_size|embedding_dim|d_embed|"
-                         r"projection_dim|intermediate_size|ffn_dim|d_ff|n_inner|head_dim|d_kv|"
+                         r"projection_dim|intermediate_size|ffn_dim|d_ff|n_inner|head_dim|d_kv|rotary_dim|"
+                         r"qk_rope_head_dim|qk_nope_head_dim|qk_head_dim|v_head_dim|kv_lora_rank|q_lora_rank|"
                          r"(encoder|decoder|text|vision|audio)_(ffn_dim|hidden_size|embed_dim|intermediate_size)|"
                          r"hidden_sizes|embed_dims|conv_dim|neck_hidden_sizes|moe_intermediate_size|shared_expert_intermediate_size)$")
 MAIN_WIDTH = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "hidden_dim", "embedding_size")
 LIST_DEPTHS = re.compile(r"^(depths|num_layers_per_stage|encoder_layers_per_stage|layers_per_stage)$")
 EXPERTS = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts)$")
 IMAGE_FIELD = "image_size"
+# Fields holding layer indices (a VLM's vision_feature_layer), which must stay within the fewer layers.
+LAYER_INDEX = re.compile(r"(_layer|_layers|_layer_ids|_layer_indices|_layer_idx)$")
+COUNT = re.compile(r"^(num|n)_")  # a count of layers, not an index (wav2vec2's num_feat_extract_layers)
 TOKEN_ID = re.compile(r"_token_id$|_token_index$|^(pad|bos|eos)_token_id$")
 
 
@@ -75,12 +79,14 @@ def small_config(model_type: str) -> Any:
 def shrink(fields: dict) -> dict:
     """``fields`` (a config's dict) with fewer layers, narrower widths, smaller images and vocabulary; nested configs too."""
     fields = dict(fields)
-    layers_before = {key: value for key, value in fields.items() if LAYER_FIELD.match(key) and isinstance(value, int)}
+    # with a list of stage depths, a layer count is the number of stages (Swin's num_layers): the depths shrink instead
+    staged = any(LIST_DEPTHS.match(key) and isinstance(value, list) for key, value in fields.items())
+    layers_before = {} if staged else {key: value for key, value in fields.items() if LAYER_FIELD.match(key) and isinstance(value, int)}
     factor = width_factor(fields)
     for key, value in list(fields.items()):
         if isinstance(value, dict) and "model_type" in value:
             fields[key] = shrink(value)
-        elif LAYER_FIELD.match(key) and isinstance(value, int) and not isinstance(value, bool):
+        elif LAYER_FIELD.match(key) and isinstance(value, int) and not isinstance(value, bool) and not staged:
             fields[key] = min(value, LAYERS)
         elif WIDTH_FIELD.match(key):
             fields[key] = divided(value, factor)
@@ -88,16 +94,30 @@ def shrink(fields: dict) -> dict:
             fields[key] = [min(depth, 1) if isinstance(depth, int) else depth for depth in value]
         elif EXPERTS.match(key) and isinstance(value, int) and value > 4:
             fields[key] = 4
+        elif key == IMAGE_FIELD and "window_size" in fields:
+            pass  # windows of patches fix the image's size (Swin's)
         elif key == IMAGE_FIELD and isinstance(value, int) and value > IMAGE_SIZE:
             fields[key] = IMAGE_SIZE
         elif key == IMAGE_FIELD and isinstance(value, list) and value and all(isinstance(side, int) and side > IMAGE_SIZE for side in value):
             fields[key] = [IMAGE_SIZE] * len(value)
     fields = per_layer_lists_cut(fields, layers_before)
+    for key, value in list(fields.items()):
+        if LAYER_INDEX.search(key) and not LAYER_FIELD.match(key) and not COUNT.match(key):
+            fields[key] = layer_index(value)
     if "num_experts_per_tok" in fields and isinstance(fields["num_experts_per_tok"], int):
         fields["num_experts_per_tok"] = min(fields["num_experts_per_tok"], 2)
     if isinstance(fields.get("vocab_size"), int):
         fields["vocab_size"] = min(fields["vocab_size"], max(1024, largest_token_id(fields) + 1))
     return fields
+
+
+def layer_index(value: Any) -> Any:
+    """A layer index (or a list of them) brought within :data:`LAYERS` layers: -9 → -2, 11 → 1."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(value, -LAYERS) if value < 0 else min(value, LAYERS - 1)
+    if isinstance(value, list) and value and all(isinstance(item, int) and not isinstance(item, bool) for item in value):
+        return list(dict.fromkeys(layer_index(item) for item in value))
+    return value
 
 
 def width_factor(fields: dict) -> int:
@@ -186,21 +206,31 @@ def tensors_for(name: str, config: Any) -> list[Any]:
         channels = config_value(config, "num_channels", "in_channels", "in_chans") or 3
         side = config_value(config, IMAGE_FIELD)
         side = side[0] if isinstance(side, (list, tuple)) else side or IMAGE_SIZE
-        return [torch.randn(1, channels, side, side, generator=generator)]
+        frames = config_value(config, "num_frames")
+        video = [torch.randn(1, frames, channels, side, side, generator=generator)] if isinstance(frames, int) else []
+        return [torch.randn(1, channels, side, side, generator=generator), *video]
     if name == "input_values":
         bins = config_value(config, "num_mel_bins")
         frames = config_value(config, "max_length")
         spectrogram = [torch.randn(1, frames, bins, generator=generator)] if bins and frames else []
-        return [torch.randn(1, WAVEFORM, generator=generator), *spectrogram]
+        return [torch.randn(1, WAVEFORM, generator=generator), torch.randn(1, 1, WAVEFORM, generator=generator), *spectrogram]
     if name == "input_features":
-        bins = config_value(config, "num_mel_bins", "input_feat_per_channel", "feature_size", "n_mels") or 80
         channels = config_value(config, "input_channels") or 1
         positions = config_value(config, "max_source_positions")
-        frames = 2 * positions if positions else 64
-        return [torch.randn(1, bins, frames, generator=generator), torch.randn(1, frames, bins * channels, generator=generator)]
+        # a short clip first; some encoders take exactly their full window (two frames per position)
+        lengths = [64, *([2 * positions] if isinstance(positions, int) and positions > 32 else [])]
+        return [tensor for frames in lengths for bins in feature_sizes(config) for tensor in
+                (torch.randn(1, bins, frames, generator=generator), torch.randn(1, frames, bins * channels, generator=generator))]
     if name == "bbox":
         return [torch.zeros(1, SEQUENCE, 4, dtype=torch.long)]
     return []
+
+
+def feature_sizes(config: Any) -> list[int]:
+    """The sizes an audio model's feature vectors may have, by the config's names for them (80 when it has none)."""
+    keys = ("num_mel_bins", "input_feat_per_channel", "feature_size", "n_mels", "feature_projection_input_dim", "input_dim")
+    sizes = [config_value(config, key) for key in keys]
+    return list(dict.fromkeys(size for size in sizes if isinstance(size, int) and size > 0)) or [80]
 
 
 def config_value(config: Any, *keys: str) -> Any:
