@@ -1,0 +1,175 @@
+"""The conv1d-as-conv2d rewrite (tracelink.tune.rewrites) and its strategy, with the real iree-compile and
+runtime: the rewritten program verifies and compiles, computes what the original computes (every 1-D
+form IREE's importers produce, strided and dilated), keeps the user's locations on every op it makes,
+lets IREE's im2col reach the convolutions (the global-optimization phase dump shows their matmuls), and
+`tracelink tune` on a small audio front end picks it and hands over a command that runs as printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, run_profile
+from tests.test_tune_strategy import assert_builds_what_was_raced, run_as_printed
+from tracelink.collect.outputs import outputs_agree, run_outputs
+from tracelink.compile.targets import TARGET_FLAGS
+from tracelink.ir_utils import new_context, parse_file, walk
+from tracelink.profile_dir import load_profile
+from tracelink.tune.compose import Composition, composition_plans, input_program, source_lines
+from tracelink.tune.rewrites import FORMS, rewrite_program, rewrites_found
+from tracelink.tune.spec import compile_variant
+from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key, combinations, combine, option_flags
+
+PROGRAM = REPO / "tests" / "data" / "conv1d.mlir"
+FRONTEND = REPO / "tests" / "data" / "conv1d_frontend.mlir"
+FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
+# the 1-D convolutions' lines in PROGRAM, with the 2-D op each becomes and its strides and dilations
+CONVOLUTIONS = {12: ("linalg.conv_2d_nchw_fchw", [1, 2], [1, 1]), 17: ("linalg.conv_2d_nhwc_hwcf", [1, 1], [1, 1]),
+                22: ("linalg.depthwise_conv_2d_nchw_chw", [1, 1], [1, 2])}
+STRATEGY = next(option for option in OPTIONS if option.name == "conv1d-as-conv2d")
+LOWERING = [option for option in OPTIONS if option.role == "lowering"]  # data tiling, ukernels
+SHAPES = [(1, 4, 64), (8, 4, 5), (8,), (3, 8, 8), (8, 3)]
+
+
+def lines_of(op) -> set[int]:
+    return {line for file, line in source_lines(op) if Path(file).name == PROGRAM.name}
+
+
+def linalg_by_line(program: Path) -> dict[int, list]:
+    found: dict[int, list] = defaultdict(list)
+    for op in walk(parse_file(program, new_context()).operation):
+        for line in lines_of(op):
+            found[line].append(op)
+    return found
+
+
+@pytest.fixture(scope="module")
+def rewritten(tmp_path_factory) -> dict:
+    where = tmp_path_factory.mktemp("conv1d")
+    source = input_program(PROGRAM, FLAGS, where / "input", 300.0)
+    [done] = rewrite_program(source, ("conv1d-as-conv2d",), where / "rewritten" / "program.mlir", where)
+    rng = np.random.default_rng(3)
+    inputs = []
+    for index, shape in enumerate(SHAPES):
+        np.save(where / f"in{index}.npy", rng.standard_normal(shape).astype(np.float32))
+        inputs.append(f"@{where / f'in{index}.npy'}")
+    return {"where": where, "source": source, "done": done, "inputs": inputs}
+
+
+def test_every_1d_form_becomes_its_2d_op_at_its_own_line(rewritten):
+    done: Composition = rewritten["done"]
+    assert (done.rewritten, done.convolutions) == (3, 3)
+    by_line = linalg_by_line(done.program)
+    assert not any(op.name in FORMS for ops in by_line.values() for op in ops)
+    for line, (name, strides, dilations) in CONVOLUTIONS.items():
+        names = [op.name for op in by_line[line]]
+        # the input, filter and init viewed with a unit dimension, the 2-D op, its result collapsed back
+        assert names == ["tensor.expand_shape"] * 3 + [name, "tensor.collapse_shape"], (line, names)
+        [made] = [op for op in by_line[line] if op.name == name]
+        assert [int(v) for v in made.attributes["strides"]] == strides
+        assert [int(v) for v in made.attributes["dilations"]] == dilations
+    assert not any(op.name.startswith("linalg.") and op.name not in ("linalg.yield",) and not lines_of(op)
+                   for op in walk(parse_file(done.program, new_context()).operation))
+
+
+@pytest.mark.parametrize("strategy", [(), ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all")])
+def test_the_rewritten_program_computes_what_the_original_computes(rewritten, strategy):
+    where = rewritten["where"]
+    flags = [*option_flags(STRATEGY), *strategy]
+    original = compile_variant(PROGRAM, FLAGS, [], where / "original", 300.0, "original")
+    built = compile_variant(rewritten["done"].program, FLAGS, flags, where / f"built{len(strategy)}", 300.0, "rewritten")
+    reference = run_outputs(original, "main", rewritten["inputs"], [], 1, where / "original_out", 120.0)
+    outputs = run_outputs(built, "main", rewritten["inputs"], [], 1, where / f"out{len(strategy)}", 120.0)
+    agree, why = outputs_agree(reference, outputs, 1e-5)
+    assert agree, why
+    assert reference[0].shape == (1, 8, 24) and np.abs(reference[0]).max() > 1
+
+
+def test_im2col_reaches_the_rewritten_convolutions_only(rewritten):
+    """The im2col flag turns the NCHW and NHWC 2-D ops into matmuls; on the 1-D ones it does nothing (nor
+    on depthwise or dilated convolutions: IREE's im2col leaves them to the default lowering)."""
+    def matmul_lines(program: Path, name: str) -> set[int]:
+        phases = rewritten["where"] / name / "phases"
+        compile_variant(program, FLAGS, [*option_flags(STRATEGY), "--mlir-print-debuginfo", f"--dump-compilation-phases-to={phases}"],
+                        rewritten["where"] / name, 300.0, name)
+        module = parse_file(next(phases.glob("*.global-optimization.mlir")), new_context())
+        return {line for op in walk(module.operation) if op.name == "linalg.matmul" for line in lines_of(op)}
+
+    assert matmul_lines(PROGRAM, "original_im2col") == set()
+    # (a matmul's location also names the function's line)
+    assert matmul_lines(rewritten["done"].program, "rewritten_im2col") & set(CONVOLUTIONS) == {12, 17}
+
+
+def test_the_strategy_is_searched_where_the_profiled_program_has_a_1d_convolution(rewritten, tmp_path):
+    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (REPO / "tests" / "data" / "two_convs.mlir", set())):
+        phases = tmp_path / program.stem
+        compile_variant(program, FLAGS, [f"--dump-compilation-phases-to={phases}"], tmp_path / f"{program.stem}_build",
+                        300.0, program.stem)
+        assert rewrites_found(phases) == found
+    assert rewrites_found(tmp_path / "nowhere") == set()
+
+
+def test_the_rewrite_is_one_build_with_its_flags_and_combines_like_a_layout():
+    im2col = next(option for option in OPTIONS if option.name == "im2col")
+    assert option_flags(STRATEGY) == option_flags(im2col) and build_key(STRATEGY) != build_key(im2col)
+    combined = combine([STRATEGY, *LOWERING])
+    assert combined.rewrites == ("conv1d-as-conv2d",) and build_key(combined) != build_key(combine([im2col, *LOWERING]))
+    singles = [Candidate(option) for option in (STRATEGY, im2col, *LOWERING)]
+    built = combinations(singles[:2], singles)
+    names = [option.name for option in built]
+    assert names[:3] == ["conv1d-as-conv2d+data-tiling+ukernels", "conv1d-as-conv2d+data-tiling", "conv1d-as-conv2d+ukernels"]
+    assert "im2col+data-tiling+ukernels" in names and "conv1d-as-conv2d+im2col" in names  # the same flags, not the same build
+    assert all(option.rewrites == ("conv1d-as-conv2d",) for option in built if option.name.startswith("conv1d"))
+
+
+def test_a_rewriting_strategy_hosts_no_per_op_composition():
+    host = Candidate(combine([STRATEGY, *LOWERING]), status="faster", ratio=5.0, ci=[4.0, 6.0])
+    table = [{"file": "m.py", "line": 8, "op_kind": "torch.aten.conv1d", "strategy": name, "base_ns": 1.0,
+              "strategy_ns": 1.0 / ratio, "ratio": ratio} for name, ratio in ((host.name, 2.0), ("im2col", 9.0))]
+    assert composition_plans(host, [host], table) == []
+    plain = Candidate(Option("conv-data-tiling"), status="faster", ratio=5.0, ci=[4.0, 6.0])
+    assert composition_plans(plain, [plain], [{**row, "strategy": plain.name} if row["strategy"] == host.name else row
+                                              for row in table]) != []
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> dict:
+    where = tmp_path_factory.mktemp("conv1d_tune")
+    base = run_profile(FRONTEND, where / "base", repetitions=3).directory
+    config = where / "tune.toml"
+    config.write_text('[strategy]\nonly = ["im2col", "conv1d-as-conv2d"]\nfirst_rounds = 3\nfinal_rounds = 4\n'
+                      'diff_rounds = 2\nprofile_top = 1\ncompose = false\n[select]\ntop = 1\n')
+    done = subprocess.run([sys.executable, "-m", "tracelink.cli", "tune", str(base), "--config", str(config),
+                           "--trials", "1", "--rounds", "0", "--json"], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return {"where": where, "base": base, "done": done, "document": json.loads(done.stdout)}
+
+
+def test_tune_picks_the_rewrite_on_a_1d_convolution_front_end(tuned):
+    entries = {entry["name"]: entry for entry in tuned["document"]["strategies"]["strategies"]}
+    assert entries["im2col"]["status"] == "not faster" or entries["im2col"]["ratio"] < entries["conv1d-as-conv2d"]["ratio"]
+    apply = tuned["document"]["apply"]
+    winner = next(entry for entry in entries.values() if entry["program"] == apply["program"])
+    assert winner["name"].startswith("conv1d-as-conv2d") and winner["status"] == "faster" and winner["ci"][0] > 1
+    assert Path(apply["program"]).is_file() and "--iree-global-opt-use-im2col-for-convs" in apply["flags"]
+
+
+def test_the_handed_over_command_runs_and_keeps_the_user_lines(tuned, tmp_path):
+    line = next(line for line in tuned["done"].stderr.splitlines() if line.startswith("apply it: "))
+    done = run_as_printed(line, tmp_path, tmp_path / "applied")  # from another directory
+    assert done.returncode == 0, done.stderr
+    apply = tuned["document"]["apply"]
+    tuned_too = any(flag.startswith("--iree-codegen-tuning-spec-path=") for flag in apply["flags"])
+    winner = next(entry["name"] for entry in tuned["document"]["strategies"]["strategies"] if entry["program"] == apply["program"])
+    log = (Path(apply["vmfb"]).parent if tuned_too else tuned["base"] / "tune" / "strategies" / winner) / "compile.log"
+    assert_builds_what_was_raced(tmp_path / "applied", tuned["base"], log)
+    # the profile of the rewritten program puts the time on the user's two convolution lines
+    lines = load_profile(tmp_path / "applied").source_lines
+    hot = lines[lines["file"].map(lambda f: Path(str(f)).name) == FRONTEND.name]
+    assert {7, 15} <= set(hot["line"].astype(int)) and hot["total_ns"].sum() > 0
