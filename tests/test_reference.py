@@ -3,6 +3,7 @@ config, real onnxruntime on an .onnx model, a reference that fails, and --compar
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 import transformers
 from onnx import TensorProto, helper, numpy_helper
+from rich.console import Console
 
 import tracelink
 from tests.test_bad_input import error_line, run_cli
@@ -21,7 +23,7 @@ from tracelink.collect.reference import chosen_references, parse_compare
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir import load_profile
 from tracelink.report.json_output import SCHEMA_PATH, dump, profile_document
-from tracelink.report.summary import reference_headlines
+from tracelink.report.summary import print_summary, reference_headlines
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -73,6 +75,15 @@ def test_eager_lines_are_the_models_and_cover_the_call(bert):
     assert (lines["iree_loses"] == (lines["ratio"] > 1.5)).all()
     components = bert.reference_components
     assert components is not None and "model/encoder/layer.0/attention" in set(components["component"])
+
+
+def test_summary_opens_with_it_and_the_tables_carry_it(bert):
+    console = Console(file=io.StringIO(), width=220, color_system=None)
+    print_summary(bert, console)
+    text = console.file.getvalue()
+    assert text.splitlines()[0].startswith("IREE ") and "PyTorch eager" in text.splitlines()[0]
+    assert text.count("IREE/ref.") >= 2  # the component table and the hottest lines
+    assert "IREE / ref." in (bert.directory / "report.html").read_text()
 
 
 def test_json_carries_the_reference(bert):
