@@ -31,6 +31,8 @@ def reference_record(result: ReferenceResult) -> dict:
     race = summarize(result.rounds["iree_ns"], result.rounds["reference_ns"]) if result.rounds else None
     if race is not None:
         race["calls_per_round"] = result.rounds["calls_per_round"]
+        if race["load_warning"]:  # profile has no --rounds: what helps here is a quieter machine
+            race["load_warning"] = race["load_warning"].replace("rerun with more --rounds or on a quieter machine", "profile again on a quieter machine")
         race = {key: (None if isinstance(value, float) and math.isnan(value) else value) for key, value in race.items()}
     return {"name": result.name, "label": LABELS[result.name], "status": result.status, "error": result.error,
             "threads": result.threads, "ns_per_call": race["tuned_ns"] if race else None,
