@@ -162,8 +162,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(repeatable; the last matching rule wins; by default installed packages and the stdlib are library code, "
                              "the model definitions they ship, such as transformers/models, are the model's)")
     parser.add_argument("--decompose", action="append", default=[], metavar="OP",
-                        help="a PyTorch model's ATen op to decompose with torch's own decomposition, e.g. scaled_dot_product_attention "
-                             "(repeatable; attention, linear, matmul and convolutions are kept whole by default)")
+                        help="a PyTorch model's ATen op (or one overload of it: squeeze.dims) to decompose with torch's own decomposition, "
+                             "e.g. scaled_dot_product_attention (repeatable; attention, linear, matmul and convolutions are kept whole by "
+                             "default; ops IREE cannot lower are decomposed without it)")
     parser.add_argument("--device", choices=DEVICES, default="local-task",
                         help="device to run on (default local-task); it decides the compile target: llvm-cpu, vulkan-spirv, cuda or rocm (hip)")
     parser.add_argument("--target-cpu", default="host", help="--iree-llvmcpu-target-cpu, for local-task and local-sync (default host)")
