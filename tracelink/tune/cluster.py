@@ -117,7 +117,7 @@ class Cluster:
             try:
                 self.ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False,
                               logging_level="ERROR")
-            except (ConnectionError, RuntimeError, ValueError) as error:
+            except (ConnectionError, RuntimeError, ValueError, self.ray.exceptions.RayError) as error:
                 raise TracelinkError(f"--ray-address {self.options.address}: {first_line(error)}") from None
             return
         if len(str(self.temp_dir)) > MAX_TEMP_DIR:
@@ -137,8 +137,12 @@ class Cluster:
         ray = self.ray
         alive = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
         probe = ray.remote(num_cpus=0)(_node_facts_task)
-        facts = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
-                         for n in alive], timeout=120)
+        try:
+            facts = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+                             for n in alive], timeout=120)
+        except ray.exceptions.RayError as error:
+            raise TracelinkError(f"{self.options.address or 'the local Ray runtime'}: a node did not say what it runs "
+                                 f"({first_line(error)})") from None
         own = node_facts()
         for node, theirs in zip(alive, facts):
             for key, what in (("iree", "IREE"), ("tracelink", "tracelink"), ("cpu", "CPU")):

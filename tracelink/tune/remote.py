@@ -5,8 +5,8 @@ nothing else runs on its node meanwhile and its builds are timed side by side on
 builds, inputs and parameters travel as bytes through Ray's object store; the builds land in the
 driver's directories (the resumed search finds them there), never on a shared filesystem. Where each
 ran goes to the record log (``placement`` records); a task whose worker or node died is recorded
-(``lost``) and run once more, on another node where there is one, and a second loss is the trial's
-error. What is decided (which build, which race, which winner) stays in the driver.
+(``lost``) and submitted once more (Ray places it on any alive node with a free CPU), and a second
+loss is the trial's error. What is decided (which build, which race, which winner) stays in the driver.
 """
 
 from __future__ import annotations
@@ -114,13 +114,12 @@ class RayWork:
         self.build_remote = ray.remote(num_cpus=1, max_retries=0)(build_task)
         self.race_remote = ray.remote(num_cpus=cluster.race_cpus(), max_retries=0)(race_task)
         self.status: Callable[[str], None] = lambda text: None
-        self.counts = {"queued": 0, "running": 0, "done": 0, "races": 0}
+        self.counts = {"done": 0, "races": 0}
         self.shared: dict[tuple, object] = {}  # files put in the object store once
 
     def build_all(self, jobs: list[BuildJob]) -> dict[str, Path | TracelinkError]:
         """Build every job at once across the cluster; each build's vmfb in its directory, or its error."""
         pending = {self._submit_build(job): (job, 1) for job in jobs}
-        self.counts["queued"] += len(jobs)
         results: dict[str, Path | TracelinkError] = {}
         while pending:
             self._show(len(pending))
@@ -130,7 +129,7 @@ class RayWork:
                 result = self.ray.get(ready[0])
             except self.ray.exceptions.RayError as error:
                 if self._lost("build", [job.name], error, attempt):
-                    pending[self._submit_build(job, avoid=True)] = (job, attempt + 1)
+                    pending[self._submit_build(job)] = (job, attempt + 1)
                 else:
                     results[job.name] = LostError(f"{job.name}: lost twice ({first_line(error)})")
                     self.counts["done"] += 1
@@ -140,9 +139,9 @@ class RayWork:
         self._show(0)
         return results
 
-    def _submit_build(self, job: BuildJob, avoid: bool = False):
+    def _submit_build(self, job: BuildJob):
         program = self._put(job.program)
-        return self.build_remote.options(**self._elsewhere(avoid)).remote(
+        return self.build_remote.remote(
             program, job.program.suffix, job.flags, job.extra, job.timeout, job.name, self.cluster.scratch(),
             (str(job.program), str(job.directory)))
 
@@ -172,7 +171,7 @@ class RayWork:
             attempt += 1
             self.counts["races"] += 1
             self._show(0)
-            reference = self.race_remote.options(**self._elsewhere(attempt > 1)).remote(
+            reference = self.race_remote.remote(
                 builds, function, inputs, parameters, files, calls, rounds, 600.0, self.cluster.scratch())
             try:
                 result = self.ray.get(reference)
@@ -201,16 +200,6 @@ class RayWork:
         if key not in self.shared:
             self.shared[key] = self.ray.put({path: Path(path).read_bytes() for path in paths})
         return self.shared[key]
-
-    def _elsewhere(self, avoid: bool) -> dict:
-        """A retry's placement: preferably a node other than the first alive one it may have died on."""
-        if not avoid or len(self.cluster.nodes) < 2:
-            return {}
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
-        others = [node.node_id for node in self.cluster.nodes if node.node_id in alive]
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(others[-1], soft=True)} if others else {}
 
     def _lost(self, what: str, names: list[str], error: BaseException, attempt: int) -> bool:
         """Record a task lost with its worker or node; whether it runs again (its first loss)."""
