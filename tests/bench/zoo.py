@@ -99,7 +99,7 @@ def limited(command: list[str], log: Path, limits: Limits) -> str:
         try:
             code = process.wait(timeout=limits.timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the stage and every tool it started
+            os.killpg(process.pid, signal.SIGKILL)  # the model's process and every tool it started
             process.wait()
             return f"timed out after {limits.timeout_s:.0f} s"
     if code == 0:
@@ -110,6 +110,7 @@ def limited(command: list[str], log: Path, limits: Limits) -> str:
 
 
 def stage_environment(limits: Limits) -> dict[str, str]:
+    """The model subprocess's environment: unbuffered output (a killed one's log ends where it stopped), and the tracelink it runs."""
     environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if limits.tracelink_src:  # ahead of the editable install's finder, which Python consults after the path
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [limits.tracelink_src, environment.get("PYTHONPATH", "")]))
@@ -117,7 +118,7 @@ def stage_environment(limits: Limits) -> dict[str, str]:
 
 
 # The last line of a Python traceback: the exception's type and message.
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b(:|$)")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b(:|$)")
 
 
 def error_line(text: str, code: int) -> str:
@@ -139,7 +140,7 @@ def model_lines(profile: Path) -> tuple[int, str]:
     own = lines[lines["file"].astype(str).str.contains(r"modeling_[^/]*\.py$", regex=True)]
     if own.empty:
         return 0, ""
-    hottest = own.sort_values("user_self_ns" if "user_self_ns" in own else own.columns[0], ascending=False).iloc[0]
+    hottest = own.sort_values("user_self_ns", ascending=False).iloc[0]
     return len(own), f"{Path(str(hottest['file'])).name}:{hottest['line']}"
 
 

@@ -141,10 +141,10 @@ def divided(value: Any, factor: int) -> Any:
 
 
 def per_layer_lists_cut(fields: dict, layers_before: dict[str, int]) -> dict:
-    """Lists with one entry per layer (``layer_types``, ...) cut to the new number of layers."""
+    """Lists with one entry per layer (``layer_types``, a width per layer, ...) cut to the new number of layers."""
     counts = {before for before in layers_before.values() if before > LAYERS}
     for key, value in list(fields.items()):
-        if isinstance(value, list) and len(value) in counts and not WIDTH_FIELD.match(key) and not LIST_DEPTHS.match(key):
+        if isinstance(value, list) and len(value) in counts and not LIST_DEPTHS.match(key):
             fields[key] = value[:LAYERS]
     return fields
 
