@@ -1,7 +1,8 @@
 """Profile a JAX function or a PyTorch module directly: load it, export it to MLIR with source locations.
 
 A Python model is ``model.py:make`` on the command line, where ``make()`` returns ``(fn_or_module,
-example_args)``, or the object itself given to :func:`tracelink.profile`. tracelink tells the two
+example_args)`` or a dict of such named entry points (each a function of one program), or the same
+given to :func:`tracelink.profile`. tracelink tells the two
 frameworks apart by type (a ``torch.nn.Module`` is PyTorch, any other callable is traced by JAX),
 exports it with every op located at the user's Python call stack under its name scope or module path,
 and saves the example arguments as the run's inputs (``artifacts/inputs/input_<i>.npy``). The exported

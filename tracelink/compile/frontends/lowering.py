@@ -33,8 +33,11 @@ def export_and_compile(model: PythonModel, artifacts: Path, options: CompileOpti
     from tracelink.compile.frontends.unlowered import decomposition_name, unconverted_ops, unlowered_error
 
     automatic: tuple[str, ...] = ()
+    spent = 0.0
     while True:
         exported = export_model(model, artifacts, decompose, automatic)
+        spent += exported.seconds
+        exported.seconds = spent  # every attempt's export counts
         write_manifest(artifacts, {"export": exported.manifest_entry()})
         check_program_text(exported.program)
         pending = PendingCompile(exported.program, artifacts, options)
