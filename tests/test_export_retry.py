@@ -266,8 +266,11 @@ def test_prefill_and_decode_entry_points_profile_side_by_side(files, tmp_path):
     assert len(profiles.profiles["decode"].summary["inputs"]) == 5  # the token and two layers' keys and values
 
 
-def test_entry_points_must_be_named_pairs(files):
+def test_entry_points_must_be_named_pairs(tmp_path):
     with pytest.raises(TracelinkError, match=r"tracelink.profile\['decode'\] must return \(fn_or_module, example_args\)"):
-        tracelink.profile({"decode": 42}, out="never")
+        tracelink.profile({"decode": 42}, out=tmp_path / "never")
     with pytest.raises(TracelinkError, match=r"entry point 'a b' is not a name"):
-        tracelink.profile({"a b": (torch.nn.Identity(), (torch.ones(2),))}, out="never")
+        tracelink.profile({"a b": (torch.nn.Identity(), (torch.ones(2),))}, out=tmp_path / "never")
+    with pytest.raises(TracelinkError, match=r"entry points are exported from torch modules only"):
+        tracelink.profile({"double": (lambda x: x * 2, (np.ones(2),))}, out=tmp_path / "never")
+    assert not (tmp_path / "never").exists()  # refused before the directory is claimed

@@ -143,6 +143,8 @@ def entry_points(made: Any, where: str) -> dict[str, tuple[Any, tuple]]:
         if not (isinstance(name, str) and name.isidentifier()):
             raise TracelinkError(f"{where}: entry point {name!r} is not a name (it names a function of the program)")
         entries[name] = one_entry(entry, f"{where}['{name}']")
+    if not all(is_torch_module(target) for target, _ in entries.values()):
+        raise TracelinkError(f"{where}: entry points are exported from torch modules only (a JAX function is one entry point)")
     return entries
 
 
@@ -213,8 +215,6 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
             from tracelink.compile.frontends.torch_export import export_torch
             from tracelink.compile.frontends.torch_parameters import SCOPE
 
-            if not all(is_torch_module(target) for target, _ in entries.values()):
-                raise TracelinkError(f"{model.origin}: entry points are either all torch modules or one JAX function")
             framework = "torch"
             exported = export_torch(entries, artifacts / EXPORTED_NAME, model.origin, (*decompose, *automatic))
             arrays, parameter_bytes = exported.arrays, exported.parameter_bytes
@@ -222,8 +222,6 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
         else:
             if decompose:
                 raise TracelinkError(f"{model.origin}: --decompose applies to PyTorch models (this is a JAX function)")
-            if model.entries:
-                raise TracelinkError(f"{model.origin}: several entry points are exported from torch modules only (this is a JAX function)")
             from tracelink.compile.frontends.jax_export import export_jax
 
             framework = "jax"
