@@ -1,8 +1,10 @@
-"""The conv1d-as-conv2d rewrite (tracelink.tune.rewrites) and its strategy, with the real iree-compile and
-runtime: the rewritten program verifies and compiles, computes what the original computes (every 1-D
+"""The program rewrites of tracelink.tune.rewrites and their strategies, with the real iree-compile and
+runtime. conv1d-as-conv2d: the rewritten program verifies and compiles, computes what the original computes (every 1-D
 form IREE's importers produce, strided and dilated), keeps the user's locations on every op it makes,
 lets IREE's im2col reach the convolutions (the global-optimization phase dump shows their matmuls), and
-`tracelink tune` on a small audio front end picks it and hands over a command that runs as printed."""
+`tracelink tune` on a small audio front end picks it and hands over a command that runs as printed.
+patches-as-matmul: a patch embedding becomes a matmul at its line, computing what it computed, and a
+convolution that does not tile its input is left alone."""
 
 from __future__ import annotations
 
@@ -27,26 +29,46 @@ from tracelink.tune.spec import compile_variant
 from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key, combinations, combine, option_flags
 
 PROGRAM = REPO / "tests" / "data" / "conv1d.mlir"
+PATCHES = REPO / "tests" / "data" / "patch_embedding.mlir"
 FRONTEND = REPO / "tests" / "data" / "conv1d_frontend.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
 # the 1-D convolutions' lines in PROGRAM, with the 2-D op each becomes and its strides and dilations
 CONVOLUTIONS = {12: ("linalg.conv_2d_nchw_fchw", [1, 2], [1, 1]), 17: ("linalg.conv_2d_nhwc_hwcf", [1, 1], [1, 1]),
                 22: ("linalg.depthwise_conv_2d_nchw_chw", [1, 1], [1, 2])}
 STRATEGY = next(option for option in OPTIONS if option.name == "conv1d-as-conv2d")
-LOWERING = [option for option in OPTIONS if option.role == "lowering"]  # data tiling, ukernels
+LOWERING = [option for option in OPTIONS if option.name in ("data-tiling", "ukernels")]
 SHAPES = [(1, 4, 64), (8, 4, 5), (8,), (3, 8, 8), (8, 3)]
 
 
-def lines_of(op) -> set[int]:
-    return {line for file, line in source_lines(op) if Path(file).name == PROGRAM.name}
+def lines_of(op, name: str = PROGRAM.name) -> set[int]:
+    return {line for file, line in source_lines(op) if Path(file).name == name}
 
 
-def linalg_by_line(program: Path) -> dict[int, list]:
+def linalg_by_line(program: Path, name: str = PROGRAM.name) -> dict[int, list]:
     found: dict[int, list] = defaultdict(list)
     for op in walk(parse_file(program, new_context()).operation):
-        for line in lines_of(op):
+        for line in lines_of(op, name):
             found[line].append(op)
     return found
+
+
+def random_inputs(where: Path, shapes: list[tuple[int, ...]], seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    for index, shape in enumerate(shapes):
+        np.save(where / f"in{index}.npy", rng.standard_normal(shape).astype(np.float32))
+    return [f"@{where / f'in{index}.npy'}" for index in range(len(shapes))]
+
+
+def same_results(program: Path, rewritten: Path, flags: list[str], inputs: list[str], where: Path) -> np.ndarray:
+    """Both programs built (the rewritten one with ``flags``) and run on ``inputs``: the original's result,
+    asserted equal to the rewritten one's."""
+    original = compile_variant(program, FLAGS, [], where / "original", 300.0, "original")
+    built = compile_variant(rewritten, FLAGS, flags, where / "rewritten", 300.0, "rewritten")
+    reference = run_outputs(original, "main", inputs, [], 1, where / "original_out", 120.0)
+    agree, why = outputs_agree(reference, run_outputs(built, "main", inputs, [], 1, where / "rewritten_out", 120.0), 1e-5)
+    assert agree, why
+    assert np.abs(reference[0]).max() > 1  # random inputs: a real result, not zeros
+    return reference[0]
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +76,7 @@ def rewritten(tmp_path_factory) -> dict:
     where = tmp_path_factory.mktemp("conv1d")
     source = input_program(PROGRAM, FLAGS, where / "input", 300.0)
     [done] = rewrite_program(source, ("conv1d-as-conv2d",), where / "rewritten" / "program.mlir", where)
-    rng = np.random.default_rng(3)
-    inputs = []
-    for index, shape in enumerate(SHAPES):
-        np.save(where / f"in{index}.npy", rng.standard_normal(shape).astype(np.float32))
-        inputs.append(f"@{where / f'in{index}.npy'}")
-    return {"where": where, "source": source, "done": done, "inputs": inputs}
+    return {"where": where, "source": source, "done": done, "inputs": random_inputs(where, SHAPES, 3)}
 
 
 def test_every_1d_form_becomes_its_2d_op_at_its_own_line(rewritten):
@@ -79,16 +96,9 @@ def test_every_1d_form_becomes_its_2d_op_at_its_own_line(rewritten):
 
 
 @pytest.mark.parametrize("strategy", [(), ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all")])
-def test_the_rewritten_program_computes_what_the_original_computes(rewritten, strategy):
-    where = rewritten["where"]
-    flags = [*option_flags(STRATEGY), *strategy]
-    original = compile_variant(PROGRAM, FLAGS, [], where / "original", 300.0, "original")
-    built = compile_variant(rewritten["done"].program, FLAGS, flags, where / f"built{len(strategy)}", 300.0, "rewritten")
-    reference = run_outputs(original, "main", rewritten["inputs"], [], 1, where / "original_out", 120.0)
-    outputs = run_outputs(built, "main", rewritten["inputs"], [], 1, where / f"out{len(strategy)}", 120.0)
-    agree, why = outputs_agree(reference, outputs, 1e-5)
-    assert agree, why
-    assert reference[0].shape == (1, 8, 24) and np.abs(reference[0]).max() > 1
+def test_the_rewritten_program_computes_what_the_original_computes(rewritten, strategy, tmp_path):
+    result = same_results(PROGRAM, rewritten["done"].program, [*option_flags(STRATEGY), *strategy], rewritten["inputs"], tmp_path)
+    assert result.shape == (1, 8, 24)
 
 
 def test_im2col_reaches_the_rewritten_convolutions_only(rewritten):
@@ -106,8 +116,9 @@ def test_im2col_reaches_the_rewritten_convolutions_only(rewritten):
     assert matmul_lines(rewritten["done"].program, "rewritten_im2col") & set(CONVOLUTIONS) == {12, 17}
 
 
-def test_the_strategy_is_searched_where_the_profiled_program_has_a_1d_convolution(rewritten, tmp_path):
-    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (REPO / "tests" / "data" / "two_convs.mlir", set())):
+def test_a_rewrite_is_searched_where_the_profiled_program_has_its_op(rewritten, tmp_path):
+    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (PATCHES, {"patches-as-matmul"}),
+                           (REPO / "tests" / "data" / "two_convs.mlir", set())):
         phases = tmp_path / program.stem
         compile_variant(program, FLAGS, [f"--dump-compilation-phases-to={phases}"], tmp_path / f"{program.stem}_build",
                         300.0, program.stem)
@@ -173,3 +184,25 @@ def test_the_handed_over_command_runs_and_keeps_the_user_lines(tuned, tmp_path):
     lines = load_profile(tmp_path / "applied").source_lines
     hot = lines[lines["file"].map(lambda f: Path(str(f)).name) == FRONTEND.name]
     assert {7, 15} <= set(hot["line"].astype(int)) and hot["total_ns"].sum() > 0
+
+
+def test_a_patch_embedding_becomes_a_matmul_computing_what_it_computed(tmp_path):
+    source = input_program(PATCHES, FLAGS, tmp_path / "input", 300.0)
+    [done] = rewrite_program(source, ("patches-as-matmul",), tmp_path / "rewritten" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (1, 1)  # the stride-1 convolution is not a patch embedding
+    by_line = linalg_by_line(done.program, PATCHES.name)
+    assert [op.name for op in by_line[11] if op.name.startswith("linalg.")] == \
+        ["linalg.transpose"] * 3 + ["linalg.matmul", "linalg.transpose"]
+    assert [op.name for op in by_line[14] if op.name.startswith("linalg.")] == ["linalg.conv_2d_nchw_fchw"]
+    inputs = random_inputs(tmp_path, [(1, 3, 32, 32), (16, 3, 4, 4), (16,), (8, 16, 2, 2)], 5)
+    for flags in ([], ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"]):
+        assert same_results(PATCHES, done.program, flags, inputs, tmp_path / str(len(flags))).shape == (1, 8, 7, 7)
+
+
+def test_the_patch_rewrite_is_tried_with_each_surviving_layout():
+    options = {option.name: option for option in OPTIONS}
+    singles = [Candidate(options[name]) for name in ("decompose-attention", "data-tiling", "patches-as-matmul", "ukernels")]
+    names = [option.name for option in combinations(singles[:2], singles)]
+    assert "decompose-attention+data-tiling+patches-as-matmul" in names and "decompose-attention+data-tiling" in names
+    built = next(option for option in combinations(singles[:2], singles) if option.name == "decompose-attention+data-tiling+patches-as-matmul")
+    assert built.rewrites == ("patches-as-matmul",) and "--iree-opt-data-tiling" in option_flags(built)

@@ -10,6 +10,11 @@ direct convolution loop nest (measured in docs/reference/tuning.md). Every op ma
 location, so the profile of the rewritten program keeps the user's lines. A grouped 1-D convolution
 of PyTorch reaches IREE's input level as a 2-D op already (``linalg.conv_2d_ngchw_gfchw`` on a width-1
 view), so it is not among these.
+
+**patches-as-matmul**: a patch embedding (an NCHW 2-D convolution whose strides equal its kernel and
+whose windows tile the input, as a ViT's) becomes the matmul it is: the input reshaped and transposed
+into one row per patch (N·Ho·Wo × C·Kh·Kw), times the flattened, transposed filter, the result
+transposed back to NCHW, so data tiling and ukernels take it as any matmul.
 """
 
 from __future__ import annotations
@@ -51,26 +56,46 @@ def is_conv1d(op: ir.Operation) -> bool:
     return op.name in FORMS
 
 
-def with_unit(value: ir.Value, position: int) -> ir.Value:
-    """``value`` (a static tensor) with a unit dimension inserted at ``position`` (an expand_shape that
-    groups the new dimension with the one it precedes)."""
-    shaped = ir.RankedTensorType(value.type)
-    shape = list(shaped.shape)
-    expanded = [*shape[:position], 1, *shape[position:]]
-    groups = [[i] if i < position else [i + 1] for i in range(len(shape))]
+def regrouped(value: ir.Value, shape: list[int], groups: list[list[int]]) -> ir.Value:
+    """``value`` (a static tensor) reshaped to ``shape`` by a ``tensor.expand_shape`` (more dimensions) or
+    a ``tensor.collapse_shape`` (fewer); ``groups``: the larger rank's dimensions of each of the smaller's."""
+    source = ir.RankedTensorType(value.type)
+    result = ir.RankedTensorType.get(shape, source.element_type)
+    if len(shape) > source.rank:
+        return tensor.expand_shape(result, value, groups, [], shape)
+    return tensor.collapse_shape(result, value, groups)
+
+
+def unit_groups(rank: int, position: int) -> list[list[int]]:
+    """The groups of a unit dimension inserted at ``position`` into ``rank`` dimensions: grouped with the
+    dimension it precedes."""
+    groups = [[i] if i < position else [i + 1] for i in range(rank)]
     groups[position] = [position, position + 1]
-    result = ir.RankedTensorType.get(expanded, shaped.element_type)
-    return tensor.expand_shape(result, value, groups, [], expanded)
+    return groups
+
+
+def with_unit(value: ir.Value, position: int) -> ir.Value:
+    """``value`` with a unit dimension inserted at ``position``."""
+    shape = list(ir.RankedTensorType(value.type).shape)
+    return regrouped(value, [*shape[:position], 1, *shape[position:]], unit_groups(len(shape), position))
 
 
 def without_unit(value: ir.Value, position: int) -> ir.Value:
     """The inverse of :func:`with_unit`: the unit dimension at ``position`` collapsed away."""
-    shaped = ir.RankedTensorType(value.type)
-    shape = list(shaped.shape)
+    shape = list(ir.RankedTensorType(value.type).shape)
     collapsed = [*shape[:position], *shape[position + 1:]]
-    groups = [[i] if i < position else [i + 1] for i in range(len(collapsed))]
-    groups[position] = [position, position + 1]
-    return tensor.collapse_shape(ir.RankedTensorType.get(collapsed, shaped.element_type), value, groups)
+    return regrouped(value, collapsed, unit_groups(len(collapsed), position))
+
+
+def transposed(value: ir.Value, permutation: list[int]) -> ir.Value:
+    """``value`` with its dimensions permuted (``linalg.transpose`` into a ``tensor.empty``)."""
+    source = ir.RankedTensorType(value.type)
+    init = tensor.empty([source.shape[i] for i in permutation], source.element_type)
+    return linalg.transpose(value, outs=[init], permutation=permutation).results[0]
+
+
+def ints(op: ir.Operation, name: str) -> list[int]:
+    return [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
 
 
 def as_conv2d(op: ir.Operation) -> bool:
@@ -80,8 +105,7 @@ def as_conv2d(op: ir.Operation) -> bool:
     operands = list(op.operands)
     if len(operands) != 3 or not all(ir.RankedTensorType(v.type).has_static_shape for v in operands):
         return False
-    strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])]
-    dilations = [int(d) for d in ir.DenseIntElementsAttr(op.attributes["dilations"])]
+    strides, dilations = ints(op, "strides"), ints(op, "dilations")
     with op.location, ir.InsertionPoint(op):
         source, filters, init = (with_unit(value, at) for value, at in zip(operands, form.unit))
         made = form.build(source, filters, outs=[init], strides=[1, *strides], dilations=[1, *dilations])
@@ -90,9 +114,43 @@ def as_conv2d(op: ir.Operation) -> bool:
     return True
 
 
+def is_patch_embedding(op: ir.Operation) -> bool:
+    """An NCHW 2-D convolution whose windows tile its input exactly (strides equal to the kernel, no
+    dilation, the input a whole number of windows): a ViT's patch embedding."""
+    if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
+        return False
+    source, filters = (ir.RankedTensorType(value.type) for value in list(op.operands)[:2])
+    if not (source.has_static_shape and filters.has_static_shape):
+        return False
+    kernel = list(filters.shape[2:])
+    return (ints(op, "strides") == kernel and ints(op, "dilations") == [1, 1]
+            and all(size % k == 0 for size, k in zip(source.shape[2:], kernel)))
+
+
+def patches_as_matmul(op: ir.Operation) -> bool:
+    """Replace the patch embedding ``op`` by a matmul of its patches (N·Ho·Wo × C·Kh·Kw, a reshape and a
+    transpose of its input) with its flattened filter, transposed back to NCHW (every op made at its
+    location)."""
+    source, filters, init = op.operands
+    n, c, h, w = ir.RankedTensorType(source.type).shape
+    f, _, kh, kw = ir.RankedTensorType(filters.type).shape
+    ho, wo = h // kh, w // kw
+    with op.location, ir.InsertionPoint(op):
+        windows = transposed(regrouped(source, [n, c, ho, kh, wo, kw], [[0], [1], [2, 3], [4, 5]]), [0, 2, 4, 1, 3, 5])
+        patches = regrouped(windows, [n * ho * wo, c * kh * kw], [[0, 1, 2], [3, 4, 5]])
+        weights = transposed(regrouped(filters, [f, c * kh * kw], [[0], [1, 2, 3]]), [1, 0])
+        rows = regrouped(transposed(init, [0, 2, 3, 1]), [n * ho * wo, f], [[0, 1, 2], [3]])
+        product = linalg.matmul(patches, weights, outs=[rows])
+        result = transposed(regrouped(product, [n, ho, wo, f], [[0, 1, 2], [3]]), [0, 3, 1, 2])
+        op.results[0].replace_all_uses_with(result)
+    op.erase()
+    return True
+
+
 CONV1D_AS_CONV2D = Rewrite("conv1d-as-conv2d", as_conv2d, is_conv1d)
+PATCHES_AS_MATMUL = Rewrite("patches-as-matmul", patches_as_matmul, is_patch_embedding)
 # the rewrites a strategy's Option names
-PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D,)}
+PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL)}
 
 
 def rewrite_program(source: Path, names: tuple[str, ...], output: Path, inside: Path) -> list[Composition]:

@@ -55,6 +55,12 @@ OPTIONS: tuple[Option, ...] = (
     # the 2-D op alone lowers no better than the 1-D one (docs/reference/tuning.md). Searched only where
     # the program has a 1-D convolution.
     Option("conv1d-as-conv2d", ("--iree-global-opt-use-im2col-for-convs",), rewrites=("conv1d-as-conv2d",), role="layout"),
+    # a patch embedding (strides equal to the kernel) as a reshape, a transpose and a matmul, which data
+    # tiling then packs as any matmul. One op of a ViT: its gain shows once a layout has made the rest
+    # fast (docs/reference/tuning.md), so it is combined with each surviving layout as the lowering
+    # options are, rather than having to survive the first race alone. Searched only where the program
+    # has one.
+    Option("patches-as-matmul", rewrites=("patches-as-matmul",), role="lowering"),
 )
 # Options that act on one kind of op only: searched where a dispatch of the profile has that root op.
 ROOT_OP_OF = {"decompose-attention": "iree_linalg_ext.attention"}
