@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -366,9 +367,10 @@ def test_no_op_gets_time_from_a_dispatch_holding_none_of_its_own_ops(profiles, r
 def test_onnx_operators_are_compute_ops_shown_by_their_op_type(profiles):
     profile = profiles["onnx_light_squeezenet_nodelocs"]
     assert load_profile(profile.directory).source_lines.empty  # no file:line anywhere: an empty table reads back
-    # The hottest op is named by its node: the conv the hottest dispatch (first conv, ~17 %) is named after.
-    hottest_site = profile.call_sites.loc[profile.call_sites["total_ns"].idxmax()]
-    assert profile.source_ops.loc[profile.source_ops["total_ns"].idxmax(), "label"] == hottest_site["loc"] == "n0"
+    # The hottest op is named by its node, the one a dispatch is named after (which conv or reduction it is
+    # depends on the split at the machine's roofs: a conv's fused bias and ReLU write its output)
+    hottest = profile.source_ops.loc[profile.source_ops["total_ns"].idxmax()]
+    assert re.fullmatch(r"n\d+", hottest["label"]) and hottest["label"] in set(profile.call_sites["loc"]), hottest["label"]
     ops = profile.source_ops
     hot_kinds = set(ops.loc[ops["total_ns"] > 0, "op_kinds"].fillna("").str.split(", ").explode())
     assert {"onnx.Conv", "onnx.Relu"} <= hot_kinds

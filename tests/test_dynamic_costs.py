@@ -158,3 +158,46 @@ def test_without_the_hooked_call_a_data_fixed_size_stays_a_lower_bound(tmp_path)
     profile = run_profile(DYNAMIC, tmp_path / "out", repetitions=2, inputs=inputs_of(100), hooked_sizes=False)
     assert site(profile, "elementwise")["lower_bound"] and not site(profile, "matmul")["lower_bound"]
     assert profile.summary["runtime_sizes"] is None and not (tmp_path / "out" / "artifacts" / "sizes").exists()
+
+
+CONVERT = """#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%a: tensor<?x256xf32>, %b: tensor<256x256xf32>) -> tensor<?x256xf16> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %a, %c0 : tensor<?x256xf32>
+  %e = tensor.empty(%m) : tensor<?x256xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x256xf32>) -> tensor<?x256xf32> loc("model.py":10:1)
+  %p = linalg.matmul ins(%a, %b : tensor<?x256xf32>, tensor<256x256xf32>) outs(%z : tensor<?x256xf32>) -> tensor<?x256xf32> loc("model.py":10:1)
+  %e2 = tensor.empty(%m) : tensor<?x256xf16>
+  %h = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<?x256xf32>) outs(%e2 : tensor<?x256xf16>) {
+  ^bb0(%x: f32, %o: f16):
+    %t = arith.truncf %x : f32 to f16 loc("model.py":11:1)
+    linalg.yield %t : f16
+  } -> tensor<?x256xf16> loc("model.py":11:1)
+  return %h : tensor<?x256xf16>
+}
+"""
+
+
+def test_a_fused_conversion_gets_its_time_at_the_bandwidth(tmp_path):
+    # IREE fuses the f32 -> f16 conversion (line 11) into the matmul's dispatch (line 10). Each line gets
+    # its time at the roofs, the larger of its FLOPs over the compute peak and its bytes over the
+    # bandwidth at the run's rows (its bytes: what it loads from the dispatch's operands and what the
+    # dispatch stores of its results): the matmul loads both matrices (its product stays in the
+    # dispatch), the conversion computes nothing and writes the f16 result. The dispatch's median beyond
+    # those is split by the work estimate: per row and column, the fill 1, the matmul 256 x (its multiply,
+    # its add and itself), the conversion 2 (its truncf and itself)
+    rows = 100
+    (tmp_path / "convert.mlir").write_text(CONVERT)
+    profile = run_profile(tmp_path / "convert.mlir", tmp_path / "out", inputs=[f"{rows}x256xf32=0.1", "256x256xf32=0.01"], repetitions=3)
+    assert len(profile.call_sites) == 1
+    machine, site = profile.summary["machine"], profile.call_sites.iloc[0]
+    matmul_ns = max(2 * rows * 256 * 256 / machine["peak_gflops"], F32 * (rows * 256 + 256 * 256) / machine["peak_gbps"])
+    convert_ns = 2 * rows * 256 / machine["peak_gbps"]
+    slack = max(site["median_ns"] - matmul_ns - convert_ns, 0.0)
+    share = (convert_ns + 2 / (1 + 3 * 256 + 2) * slack) / (matmul_ns + convert_ns + slack)
+    lines = profile.source_lines.set_index("line")
+    assert lines.loc[11, "total_ns"] == pytest.approx(site["total_ns"] * share, rel=1e-6)
+    assert lines.loc[10, "total_ns"] + lines.loc[11, "total_ns"] == pytest.approx(site["total_ns"])
+    # the iteration-space estimate alone gave it 2 / 771 of the dispatch; its store takes more at the bandwidth
+    assert lines.loc[11, "total_ns"] > 2 / 771 * site["total_ns"]

@@ -85,6 +85,12 @@ def test_the_summary_names_the_cache(profiled):
     tokens, profile = profiled
     line = memory_text(profile.summary["memory"])
     assert line.startswith("memory: peak ") and "128 KiB inputs (argument 1: 16x2048xf32)" in line, line
+    # the report's chart: hovering the peak dispatch names the cache beside the lines
+    from lxml import html
+
+    chart = html.parse(str(profile.directory / "report.html")).xpath('//svg[@aria-label="live bytes over the dispatch sequence of one call"]')[0]
+    hover = chart.xpath(f'.//rect[@data-position="{profile.summary["memory"]["peak_dispatch"]}"]/title')[0].text
+    assert "\nargument 1 (16x2048xf32) 128 KiB" in hover and "dynamic_attention.py:" in hover, hover
 
 
 def test_fail_if_larger_gates_a_longer_sequence(profiled, program, capsys):
@@ -95,3 +101,44 @@ def test_fail_if_larger_gates_a_longer_sequence(profiled, program, capsys):
     assert main(["diff", str(shorter), str(profile.directory), "--rounds", "0", "--json", "--fail-if-larger", "1"]) == REGRESSION
     larger = json.loads(capsys.readouterr().out)["gates"]["larger"]
     assert larger["failed"] and larger["tuned_peak_bytes"] == profile.summary["memory"]["peak_bytes"] > larger["base_peak_bytes"]
+
+
+TWO_FUNCTIONS = """func.func @first(%a: tensor<?x256xf32>, %b: tensor<256x128xf32>) -> tensor<?x128xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %a, %c0 : tensor<?x256xf32>
+  %e = tensor.empty(%m) : tensor<?x128xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x128xf32>) -> tensor<?x128xf32> loc("model.py":3:1)
+  %p = linalg.matmul ins(%a, %b : tensor<?x256xf32>, tensor<256x128xf32>) outs(%z : tensor<?x128xf32>) -> tensor<?x128xf32> loc("model.py":3:1)
+  %e2 = tensor.empty(%m) : tensor<?x128xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?x128xf32>) -> tensor<?x128xf32> loc("model.py":4:1)
+  %w = arith.constant dense<0.5> : tensor<128x128xf32>
+  %q = linalg.matmul ins(%p, %w : tensor<?x128xf32>, tensor<128x128xf32>) outs(%z2 : tensor<?x128xf32>) -> tensor<?x128xf32> loc("model.py":4:1)
+  return %q : tensor<?x128xf32>
+}
+func.func @second(%a: tensor<?x128xf32>, %b: tensor<128x64xf32>) -> tensor<?x64xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = tensor.dim %a, %c0 : tensor<?x128xf32>
+  %e = tensor.empty(%m) : tensor<?x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x64xf32>) -> tensor<?x64xf32> loc("model.py":8:1)
+  %p = linalg.matmul ins(%a, %b : tensor<?x128xf32>, tensor<128x64xf32>) outs(%z : tensor<?x64xf32>) -> tensor<?x64xf32> loc("model.py":8:1)
+  return %p : tensor<?x64xf32>
+}
+"""
+
+
+def test_each_function_of_a_profile_is_split_on_its_own_sizes(tmp_path):
+    from tracelink.options import FunctionRun
+
+    # first: 300 rows through two matmuls (the first's product a transient, the second's the result);
+    # second: 50 rows through one (its result only)
+    (tmp_path / "two.mlir").write_text(TWO_FUNCTIONS)
+    runs = (FunctionRun("first", ("300x256xf32=0.1", "256x128xf32=0.1")), FunctionRun("second", ("50x128xf32=1", "128x64xf32=1")))
+    profiles = run_profile(tmp_path / "two.mlir", tmp_path / "out", functions=runs, repetitions=2).profiles
+    first, second = profiles["first"].summary["memory"], profiles["second"].summary["memory"]
+    assert first["split"] | {"transients": 0, "outputs": 0} == second["split"] | {"transients": 0, "outputs": 0} == dict.fromkeys(first["split"], 0)
+    assert first["split"]["transients"] == first["split"]["outputs"] == 300 * 128 * F32 and first["peak_bytes"] == 2 * 300 * 128 * F32
+    assert second["split"]["outputs"] == second["peak_bytes"] == 50 * 64 * F32 and second["split"]["transients"] == 0
+    lines = profiles["first"].memory_lines.set_index("line")
+    assert lines.loc[3, "transient_bytes_at_peak"] == lines.loc[4, "output_bytes_at_peak"] == 300 * 128 * F32

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from tracelink.version import __version__
 from tracelink.errors import TracelinkError
-from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, source_line_table, source_op_table
+from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, set_roofs, source_line_table, source_op_table
 from tracelink.aggregate.memory import memory_tables
 from tracelink.aggregate.reference import reference_components, reference_lines, reference_record
 from tracelink.collect.machine import Machine, cpu_model, machine_peaks
@@ -403,6 +403,8 @@ def assemble_profile(
     """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary
     (the roofline of ``machine``, this CPU's by default)."""
     machine = machine or machine_peaks()
+    # a dispatch's time splits between its ops at the machine's roofs, the rest of its median by their work
+    set_roofs(graph, machine.peak_gflops, machine.peak_gbps, events.groupby("call_site")["duration_ns"].median().to_dict())
     call_sites = call_site_utilization(call_site_table(events, graph), graph, machine)
     source_ops, source_lines = op_and_line_utilization(
         call_sites, source_op_table(events, graph), source_line_table(events, graph, library_frames),

@@ -13,6 +13,7 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
+from tracelink.aggregate import set_roofs
 from tracelink.aggregate.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
@@ -106,12 +107,19 @@ def load_profile(directory: Path) -> Profile:
         raise TracelinkError(f"{directory}: not a profile directory (no profile.json; run 'tracelink profile' first)")
     check_marker(directory)
     tables = {name: read_table(directory / f"{name}.csv", REQUIRED_COLUMNS[name]) for name in TABLES}
+    summary, graph = read_summary(summary_path), read_graph_file(directory / "provenance.json")
+    machine = summary.get("machine") if isinstance(summary.get("machine"), dict) else {}
+    peaks = [value if is_number(value) and value > 0 else None for value in (machine.get("peak_gflops"), machine.get("peak_gbps"))]
+    sites = tables["call_sites"]
+    medians = (dict(zip(pd.to_numeric(sites["call_site"], errors="coerce"), pd.to_numeric(sites["median_ns"], errors="coerce").fillna(0.0)))
+               if "median_ns" in sites else {})
+    set_roofs(graph, *peaks, medians)  # what the profile split its dispatches' time at
     return Profile(
         strategies=read_strategies(directory),
         directory=directory,
-        summary=read_summary(summary_path),
+        summary=summary,
         events=read_frame(directory / "events.parquet", lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
-        graph=read_graph_file(directory / "provenance.json"),
+        graph=graph,
         **tables,
         **{name: read_frame(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
         **{name: read_table(directory / f"{name}.csv") for name in OPTIONAL_TABLES if (directory / f"{name}.csv").exists()},

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelink.aggregate import attribution, op_line_shares
+from tracelink.aggregate import op_line_shares
 from tracelink.collect.hook_sizes import HookedSizes
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.compile import CompileResult
@@ -105,10 +105,9 @@ class ProvenanceJob:
                  if options.hooked_sizes else None)
         provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
         write_node_link(provenance.graph, self.out / "provenance.json")  # the GraphML comes after the run, with the trace
-        # the graph's own tables, which the aggregation after the run reads first (kept with the graph): made
-        # here, they fill the compiler's last tenths of a second (its vm phase) instead of the serial stretch
-        # after the run
-        attribution(provenance.graph)
+        # the graph's own table, which the aggregation after the run reads first (kept with the graph): made
+        # here, it fills the compiler's last tenths of a second (its vm phase) instead of the serial stretch
+        # after the run (the attribution waits for the machine's roofs, known after the run)
         op_line_shares(provenance.graph, self.options.library_frames)
         return inputs, provenance, (sizes.summary or None) if sizes is not None else None
 

@@ -17,9 +17,14 @@ call stack once (like a caller's inclusive time), so inclusive shares add up to 
 ``ops`` lead with the op holding most of its time; its ``call_site_ids`` are the call sites that
 give it time. Time by component and op kind: :mod:`tracelink.aggregate.components`.
 
-A call site's time is split between its source ops by the edge weights of the provenance graph (the
-cost estimate of :mod:`tracelink.provenance.regions`), renormalised over the ops that have a node, so
-the per-op numbers of a dispatch add up exactly to its measured total.
+A call site's time is split between its source ops at the machine's roofs (:func:`set_roofs`): each op
+gets its time at the roofs, the larger of its FLOPs over the compute peak and its bytes over the
+bandwidth (the edges' ``flops`` and ``bytes``, at the run's sizes, from
+:mod:`tracelink.provenance.regions`), and the dispatch's median time beyond the sum of those (how far
+the code runs from the roofs) is split by the edge weights (the iteration-space estimate of the work
+the code does). Without the roofs, or where no op of a call site has FLOPs or bytes, the whole split
+is by the edge weights. Either way it is renormalised over the ops that have a node, so the per-op
+numbers of a dispatch add up exactly to its measured total.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from tracelink.aggregate.graph_tables import per_graph
 from tracelink.frames import LIBRARY_FRAMES, is_library, user_frame
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
+# what the split at the machine's roofs reads on the graph (set by set_roofs)
+PEAK_GFLOPS, PEAK_GBPS, MEDIAN_NS = "peak_gflops", "peak_gbps", "median_ns"
 STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy"]
 Z_975 = 1.959964
 # A group is flagged noisy when its mean exceeds its median by this factor (a few slow outliers).
@@ -92,16 +99,33 @@ def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total:
 
 @per_graph
 def attribution(graph: nx.DiGraph) -> pd.DataFrame:
-    """One row per (call site, source op) with the op's fraction of that call site's time; fractions sum to 1."""
+    """One row per (call site, source op) with the op's fraction of that call site's time; fractions sum to 1
+    (split at the machine's roofs: the module docstring)."""
+    flops_per_ns, bytes_per_ns = graph.graph.get(PEAK_GFLOPS), graph.graph.get(PEAK_GBPS)  # GFLOP/s is FLOP/ns
+    roofs = bool(flops_per_ns and bytes_per_ns)
     rows = []
     for node in nodes_of_kind(graph, "call_site"):
-        edges = [(source, data["weight"], data["role"]) for source, _, data in graph.in_edges(node, data=True) if data.get("kind") == "feeds"]
-        total = sum(weight for _, weight, _ in edges)
-        roots = sum(role == "root" for _, _, role in edges)
-        for source, weight, role in edges:
+        edges = [(source, data["weight"], data["role"],
+                  max(data.get("flops", 0.0) / flops_per_ns, data.get("bytes", 0.0) / bytes_per_ns) if roofs else 0.0)
+                 for source, _, data in graph.in_edges(node, data=True) if data.get("kind") == "feeds"]
+        total = sum(weight for _, weight, _, _ in edges)
+        roots = sum(role == "root" for _, _, role, _ in edges)
+        at_roofs = sum(ns for *_, ns in edges)
+        slack = max(float(graph.nodes[node].get(MEDIAN_NS, 0.0)) - at_roofs, 0.0)
+        for source, weight, role, ns in edges:
             fraction = weight / total if total > 0 else (1.0 / roots if role == "root" else 0.0)
+            if at_roofs > 0:
+                fraction = (ns + fraction * slack) / (at_roofs + slack)
             rows.append({"call_site": graph.nodes[node]["index"], "op": source, "role": role, "fraction": fraction})
     return pd.DataFrame(rows, columns=["call_site", "op", "role", "fraction"])
+
+
+def set_roofs(graph: nx.DiGraph, peak_gflops: float | None, peak_gbps: float | None, medians: dict[int, float]) -> None:
+    """Record on ``graph`` what its dispatches' time is split at: the machine's peaks and each call site's
+    median time (``medians``, by call-site index); the graph's tables are made again with them."""
+    for node in nodes_of_kind(graph, "call_site"):
+        graph.nodes[node][MEDIAN_NS] = float(medians.get(graph.nodes[node]["index"], 0.0))
+    graph.graph[PEAK_GFLOPS], graph.graph[PEAK_GBPS] = peak_gflops or 0.0, peak_gbps or 0.0
 
 
 def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:

@@ -3,8 +3,9 @@
 The aggregation, the report and the exports each ask for the same graph-only tables (a call site's
 attribution fractions, an op's shares of its lines): on a 424-call-site BERT, six and four times per
 profile, 0.04 s of serial Python after the run. A finished provenance graph is not changed (the
-provenance stage builds it; later stages only read it), so each table is kept with its graph and
-dropped with it.
+provenance stage builds it; later stages only read it; what the aggregation sets on it after the run,
+the machine's peaks the time is split at, is part of a table's key), so each table is kept with its graph
+and dropped with it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def per_graph(table_of: Callable[Concatenate[nx.DiGraph, Params], pd.DataFrame])
     @functools.wraps(table_of)
     def kept(graph: nx.DiGraph, *args: Params.args, **kwargs: Params.kwargs) -> pd.DataFrame:
         tables = _KEPT.setdefault(graph, {})
-        key = (table_of, args, tuple(sorted(kwargs.items())))
+        # the machine's peaks (with the call sites' medians: aggregate.set_roofs) change how a dispatch's time splits
+        key = (table_of, args, tuple(sorted(kwargs.items())), graph.graph.get("peak_gflops"), graph.graph.get("peak_gbps"))
         if key not in tables:
             tables[key] = table_of(graph, *args, **kwargs)
         return tables[key].copy(deep=False)

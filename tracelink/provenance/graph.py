@@ -4,8 +4,10 @@ Nodes carry a ``kind``: ``source_op`` (``op:<n>``, one per input op location, an
 for an op inlined at several calls), ``call_site`` (``cs:<i>``), ``export`` (``export:<name>``) and
 ``executable`` (``exe:<name>``). Edges: source op → call site with ``role`` (``root``: the op the
 dispatch is named after, every member when that location is fused; ``producer``: an op fused into it;
-``init``: a fill whose location CSE may have borrowed from another layer, weight 0) and ``weight`` (the
-op's share of the dispatch's estimated cost), call site → export, export → executable. Every attribute is a string, number or bool so GraphML can hold it.
+``init``: a fill whose location CSE may have borrowed from another layer, weight 0), ``weight`` (the
+op's share of the dispatch's estimated cost) and ``flops`` and ``bytes`` (its part of the dispatch's
+FLOPs and traffic at the run's sizes, which the aggregation weighs at the machine's roofs), call site →
+export, export → executable. Every attribute is a string, number or bool so GraphML can hold it.
 """
 
 from __future__ import annotations
@@ -253,20 +255,27 @@ def add_call_site(graph: nx.DiGraph, index: SourceOpIndex, site: CallSite, regio
         graph.add_node(f"export:{site.export}", kind="export", label=site.export, executable="", root_op="unknown")
     graph.add_edge(node, f"export:{site.export}", kind="dispatches")
     costs = dict(region.costs) if region else {}
+    traffic = dict(region.traffic) if region else {}
     inside = standalone_work(region) if region else None
     roots = resolve_source_ops(graph, index, site.location)
     if roots and not any(resolve_source_ops(graph, index, location).keys() & roots.keys() for location in costs):
         # The dispatch is named after its root op (IREE's convention), so the root gets a share even
         # where no structured op of the region kept its location.
         costs[site.location] = max(costs.values(), default=1.0)
+        traffic[site.location] = [max((part[k] for part in traffic.values()), default=0.0) for k in (0, 1)]
     total = sum(costs.values()) or 1.0
     weights: dict[str, float] = defaultdict(float)
+    moved: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # source op -> [FLOPs, bytes]
     for location, cost in costs.items():
         for source, share in resolve_source_ops(graph, index, location, inside).items():
             weights[source] += cost / total * share
+            flops, size = traffic.get(location, (0.0, 0.0))
+            moved[source][0] += flops * share
+            moved[source][1] += size * share
     for source, weight in weights.items():
         if weight > 0:  # a merged location's member whose work runs elsewhere does not feed this dispatch
-            graph.add_edge(source, node, kind="feeds", role="root" if source in roots else "producer", weight=weight)
+            graph.add_edge(source, node, kind="feeds", role="root" if source in roots else "producer", weight=weight,
+                           flops=moved[source][0], bytes=moved[source][1])
     for location in region.init if region else ():
         for source in resolve_source_ops(graph, index, location):
             if source not in weights:
@@ -304,11 +313,12 @@ def share_absorbed(graph: nx.DiGraph, program: InputProgram, index: SourceOpInde
         for _, site, data in list(graph.out_edges(consumer, data=True)):
             if data.get("kind") != "feeds" or data.get("weight", 0) <= 0:
                 continue
-            weight = data["weight"]
-            data["weight"] = weight * own / total
+            weight, work, moved = data["weight"], data.get("flops", 0.0), data.get("bytes", 0.0)
+            data.update(weight=weight * own / total, flops=work * own / total, bytes=moved * own / total)
             for node, flops in shares.items():
                 if flops > 0:
-                    graph.add_edge(node, site, kind="feeds", role="absorbed", weight=weight * flops / total)
+                    part = flops / total
+                    graph.add_edge(node, site, kind="feeds", role="absorbed", weight=weight * part, flops=work * part, bytes=moved * part)
 
 
 def dispatched_consumers(program: InputProgram, start: int, node_of: dict[int, str], dispatched: set[str]) -> list[str]:

@@ -5,7 +5,8 @@ locations. The ``dispatch-creation`` phase still has every ``flow.dispatch.workg
 each with the ops (and fused producers' scalar body ops) of its own call site. The ``flow`` phase has
 the same dispatches, in the same order, naming the (deduplicated) export each one calls.
 
-Cost estimate used to split a dispatch's time between its source ops: each structured op costs its
+Cost estimate (the edges' ``weight``: the split of a dispatch's time where the machine's roofs are not
+known): each structured op costs its
 iteration-space size × (its body ops + 1): one share for reading and writing its operands, which goes
 to the structured op's own location, and one per body op, which goes to that body op's own location
 (that is where fused elementwise producers survive), or to the structured op's location when the body
@@ -19,7 +20,12 @@ with two inputs it is sqrt(|lhs|·|rhs|·|out|); otherwise the largest operand's
 The same walk gives each dispatch's **cost model**: FLOPs are, per structured op, its iteration space
 without the loops none of its inputs index (there the result is one value broadcast) × its arithmetic body ops (``arith``/``math`` ops that compute: a matmul's multiply and add count 2,
 casts and constants 0; fills and data movement 0); bytes are the compulsory traffic, every tensor the
-region reads (its operands) and writes (its results) once. Dynamic sizes take the values the profiled
+region reads (its operands) and writes (its results) once. Each location also gets its part of the
+region's FLOPs and bytes (:attr:`DispatchRegion.traffic`), which the aggregation weighs at the
+machine's roofs: a structured op's FLOPs go to the locations of its arithmetic body ops (a fused
+producer computes there), its bytes, the tensors it loads from the dispatch's operands and its results
+the dispatch stores, to its own location (an intermediate between two ops of one dispatch is not
+memory traffic). Dynamic sizes take the values the profiled
 run gave them (:mod:`tracelink.provenance.runtime_sizes`); one that stays unknown counts as 1 and makes
 the cost a lower bound (``cost_exact`` false).
 """
@@ -40,6 +46,7 @@ from tracelink.provenance.locations import Normaliser, OpLocation
 from tracelink.provenance.runtime_sizes import RuntimeSizes
 
 STRUCTURED_PREFIXES = ("linalg.", "iree_linalg_ext.", "tensor.")
+DESTINATION_STYLE = ("linalg.", "iree_linalg_ext.")  # their last operands are their results' inits
 NOT_COMPUTE = ("tensor.empty", "tensor.dim", "linalg.yield", "iree_linalg_ext.yield", "tensor.yield")
 INIT_OPS = ("linalg.fill",)
 CODE_OPS = ("util.func", "func.func", "util.initializer")
@@ -73,6 +80,7 @@ class DispatchRegion:
     flops: float = 0.0  # arithmetic ops over every structured op's iteration space
     bytes: float = 0.0  # compulsory traffic: every operand and result tensor once
     cost_exact: bool = True  # False when a size the run did not fix counted as 1: FLOPs and bytes are lower bounds
+    traffic: dict[OpLocation, list[float]] = field(default_factory=dict)  # location -> [FLOPs, bytes] of its ops' parts
 
 
 def elements(shape: tuple[int, ...] | None) -> int:
@@ -179,10 +187,11 @@ def broadcast_loops(op: ir.Operation) -> set[int]:
     return set(range(maps[-1].n_dims)) - read
 
 
-def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation], run: RuntimeSizes = STATIC) -> float:
+def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation], run: RuntimeSizes = STATIC, distinct: bool = True) -> float:
     """FLOPs of one structured op: the distinct points of its iteration space (without its broadcast
     loops, :func:`broadcast_loops`: a compiler may compute their one value once, and counting it again
-    would put a well-compiled dispatch above the machine's peak) × its body's arithmetic per point; for
+    would put a well-compiled dispatch above the machine's peak; with ``distinct`` false, every point, as
+    the code runs them) × its body's arithmetic per point; for
     ops with no body the scalar ops they stand for (``linalg.softmax``), and for attention its two
     contractions (2 FLOPs per multiply-add) plus the softmax per score and one divide per output element."""
     sizes = loop_sizes(op, run)
@@ -190,13 +199,18 @@ def op_flops(op: ir.Operation, scalar_ops: list[ir.Operation], run: RuntimeSizes
         scores, contracted, produced, outputs = attention_sizes(op, sizes)
         return float(scores * (2 * contracted + ATTENTION_SOFTMAX_FLOPS + 2 * produced) + outputs)
     per_point = BODYLESS_FLOPS.get(op.name, 0) if not scalar_ops else arithmetic_ops(scalar_ops)
-    repeated = math.prod(sizes.get(loop, 1) for loop in broadcast_loops(op)) if sizes else 1
+    repeated = math.prod(sizes.get(loop, 1) for loop in broadcast_loops(op)) if sizes and distinct else 1
     return iteration_space(op, run) / repeated * per_point
 
 
 def arithmetic_ops(scalar_ops: list[ir.Operation]) -> int:
     """How many of a body's scalar ops are floating-point or integer arithmetic (FLOPs per iteration)."""
-    return sum(op.name.startswith(ARITHMETIC_PREFIXES) and op.name not in NOT_ARITHMETIC for op in scalar_ops)
+    return sum(map(is_arithmetic, scalar_ops))
+
+
+def is_arithmetic(op: ir.Operation) -> bool:
+    """Whether a scalar op is floating-point or integer arithmetic (a FLOP), not a cast or a constant."""
+    return op.name.startswith(ARITHMETIC_PREFIXES) and op.name not in NOT_ARITHMETIC
 
 
 def tensor_bytes(value_type: ir.Type, shape: tuple[int, ...] | None = None) -> tuple[float, bool]:
@@ -208,6 +222,15 @@ def tensor_bytes(value_type: ir.Type, shape: tuple[int, ...] | None = None) -> t
     element_type = ir.ShapedType(value_type).element_type
     bits = 64 if isinstance(element_type, ir.IndexType) else getattr(element_type, "width", 32)
     return elements(shape) * max(bits, 8) / 8, all(size >= 0 for size in shape)
+
+
+def op_bytes(op: ir.Operation, computed: set[ir.Value], run: RuntimeSizes = STATIC) -> float:
+    """Bytes one structured op moves across its dispatch's boundary, at the run's sizes: the input tensors
+    no other op of the region ``computed`` (loaded from the dispatch's operands, or constants) and its
+    results the dispatch stores (a destination-style op's inits are its results' storage, not inputs)."""
+    inputs = list(op.operands)[: len(op.operands) - len(op.results)] if op.name.startswith(DESTINATION_STYLE) else list(op.operands)
+    stored = [result for result in op.results if any(use.owner.name.endswith("dispatch.tensor.store") for use in result.uses)]
+    return sum(tensor_bytes(value.type, run.shape(value))[0] for value in [*(v for v in inputs if v not in computed), *stored])
 
 
 def compulsory_bytes(region_op: ir.Operation, run: RuntimeSizes = STATIC) -> tuple[float, bool]:
@@ -222,7 +245,9 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser, run: RuntimeSiz
     region = DispatchRegion("", 0, own, "unknown")
     costs: dict[OpLocation, float] = defaultdict(float)
     heaviest = -1.0
-    for op in structured_ops(region_op):
+    ops = structured_ops(region_op)
+    computed = {result for op in ops for result in op.results}
+    for op in ops:
         op_location = normalise(op.location)
         if op.name in INIT_OPS and op_location != own:
             region.init.add(op_location)
@@ -231,10 +256,15 @@ def region_costs(region_op: ir.Operation, normalise: Normaliser, run: RuntimeSiz
         scalar_ops = body_ops(op)
         region.flops += op_flops(op, scalar_ops, run)
         region.cost_exact &= loops_known(op, run)
-        costs[op_location] += space
-        for scalar in scalar_ops:
-            scalar_location = normalise(scalar.location)
-            costs[scalar_location if scalar_location.known else op_location] += space
+        # one share for the op's own location (reading and writing its operands), one per body op
+        located = [(scalar, found if (found := normalise(scalar.location)).known else op_location) for scalar in scalar_ops]
+        for location in [op_location, *(location for _, location in located)]:
+            costs[location] += space
+        computing = [location for scalar, location in located if is_arithmetic(scalar)] or [op_location]
+        executed = op_flops(op, scalar_ops, run, distinct=False)  # the split weighs the work the code does
+        for location in computing:
+            region.traffic.setdefault(location, [0.0, 0.0])[0] += executed / len(computing)
+        region.traffic.setdefault(op_location, [0.0, 0.0])[1] += op_bytes(op, computed, run)
         weight = op_weight(op, run)
         if op_location == own and weight > heaviest:
             heaviest, region.root_op = weight, op.name

@@ -322,7 +322,8 @@ def memory_text(memory: dict | None, holders: int = 3) -> str | None:
     """One line: the peak of one call, what it is made of and the lines holding most of it."""
     if not memory:
         return None
-    named = ", ".join(f"argument {held['argument']}: {held['type']}" for held in memory.get("split_inputs") or [])
+    held_inputs = memory.get("split_inputs")
+    named = ", ".join(f"argument {held.get('argument')}: {held.get('type')}" for held in held_inputs if isinstance(held, dict)) if isinstance(held_inputs, list) else ""
     split = ", ".join(f"{size(value)} {name}" + (f" ({named})" if name == "inputs" and named else "")
                       for name, value in memory["split"].items() if value)
     held = ", ".join(f"{name} {size(value)}" for name, value in memory["resident_bytes"].items() if value)
