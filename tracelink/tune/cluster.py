@@ -13,6 +13,7 @@ import os
 import platform
 import secrets
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -114,6 +115,7 @@ class Cluster:
 
     def _start(self) -> None:
         if not self.local:
+            _reachable(self.options.address)
             try:
                 self.ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False,
                               logging_level="ERROR")
@@ -164,6 +166,19 @@ class Cluster:
     def scratch(self) -> str | None:
         """Where a task writes its files: under the local runtime's directory; a node's own temp elsewhere."""
         return str(self.temp_dir) if self.local else None
+
+
+def _reachable(address: str) -> None:
+    """Refuse a ``host:port`` nobody answers on (Ray would retry it for minutes); ``auto`` and a
+    ``ray://`` address are Ray's to resolve."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except (OSError, ValueError) as error:
+        raise TracelinkError(f"--ray-address {address}: no Ray cluster answers there "
+                             f"({getattr(error, 'strerror', None) or first_line(error)})") from None
 
 
 def _short(text: str) -> str:
