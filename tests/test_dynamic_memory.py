@@ -1,10 +1,10 @@
 """Memory of one call of a dynamic program: the peak split with the sizes the run fixed, checked against IREE.
 
 ``tests/data/dynamic_attention.py`` exports a causal attention over ``?`` tokens that writes its keys and
-values into a ``16x2048xf32`` cache argument (131,072 bytes) in place. IREE copies the cache into the
-call's transient slab, updates it there and copies it back: the slab holds the cache, the result is
-``tokens x 64`` f32, and every size and offset of the plan is computed from the token count at run time.
-Profiled for real with two token counts; the figures are checked against `iree-profile memory` of a
+values into a ``?x2048xf32`` cache argument (8,192 bytes a page) in place, as a paged decoder's cache
+is. IREE copies the cache into the call's transient slab, updates it there and copies it back: the slab
+holds the cache, the result is ``tokens x 64`` f32, and every size and offset of the plan is computed
+from the token and page counts at run time. Profiled for real with two token and page counts; the figures are checked against `iree-profile memory` of a
 call run on its own with IREE's tools.
 """
 
@@ -23,8 +23,8 @@ from tracelink.diff_command import REGRESSION
 from tracelink.report.summary import memory_text
 
 EXPORT = REPO / "tests" / "data" / "dynamic_attention.py"
-CACHE_BYTES = 16 * 2048 * 4
 F32 = 4
+PAGE_BYTES = 2048 * F32
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +34,19 @@ def program(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module", params=[32, 100])
+@pytest.fixture(scope="module", params=[(32, 16), (100, 24)])
 def profiled(request, program):
-    tokens = request.param
+    tokens, pages = request.param
     out = program.parent / f"out{tokens}"
-    return tokens, run_profile(program, out, function="prefill", inputs=[f"{tokens}x64xf32=0.1", "16x2048xf32=0"], repetitions=2)
+    return tokens, pages, run_profile(program, out, function="prefill", inputs=[f"{tokens}x64xf32=0.1", f"{pages}x2048xf32=0"], repetitions=2)
 
 
 def test_the_split_names_the_cache_and_adds_up_to_iree_high_water(profiled):
-    tokens, profile = profiled
+    tokens, pages, profile = profiled
     memory = profile.summary["memory"]
     split = memory["split"]
-    assert memory["split_inputs"] == [{"argument": 1, "type": "16x2048xf32", "bytes": CACHE_BYTES}]
-    assert split["inputs"] == CACHE_BYTES and split["other"] == 0 and memory["split_other"] == []
+    assert memory["split_inputs"] == [{"argument": 1, "type": f"{pages}x2048xf32", "bytes": pages * PAGE_BYTES}]
+    assert split["inputs"] == pages * PAGE_BYTES and split["other"] == 0 and memory["split_other"] == []
     assert split["outputs"] == tokens * 64 * F32
     iree = iree_profile_memory(one_call_bundle(profile))
     assert sum(split.values()) == memory["peak_bytes"] == iree["high_water"]
@@ -54,23 +54,24 @@ def test_the_split_names_the_cache_and_adds_up_to_iree_high_water(profiled):
     allocations = {(record["lifecycle_total_open_bytes"], record["open_at_end"]) for record in iree["allocations"]}
     assert allocations == {(split["outputs"], True), (split["inputs"] + split["transients"], False)}, iree["allocations"]
     # the cache is held once besides the call, however often the program imports it
-    assert memory["resident_bytes"]["inputs"] == CACHE_BYTES + tokens * 64 * F32
+    assert memory["resident_bytes"]["inputs"] == pages * PAGE_BYTES + tokens * 64 * F32
 
 
 def test_the_lines_hold_the_transients_live_at_the_peak(profiled):
-    tokens, profile = profiled
+    tokens, pages, profile = profiled
     memory, lines = profile.summary["memory"], profile.memory_lines
     assert 0.5 * memory["split"]["transients"] <= lines["transient_bytes_at_peak"].sum() <= memory["split"]["transients"]
     assert lines["bytes_at_peak"].sum() == memory["live_at_peak_bytes"] > 0
-    assert (lines["file"].str.endswith("dynamic_attention.py")).all() and len(memory["timeline_bytes"]) == 8
+    assert (lines["file"].str.endswith("dynamic_attention.py")).all()
+    assert len(memory["timeline_bytes"]) == (profile.call_sites["phase"] == "run").sum() and memory["attributed"]
     # the queries, keys and values (line 29's projection, then copied into the cache by lines 31-32)
     assert lines.set_index("line").loc[29, "bytes_allocated"] >= 3 * tokens * 64 * F32
     # the chart's holders name the cache where it is live
-    assert ["argument 1 (16x2048xf32)", None, CACHE_BYTES] in memory["timeline_holders"][memory["peak_dispatch"]]
+    assert [f"argument 1 ({pages}x2048xf32)", None, pages * PAGE_BYTES] in memory["timeline_holders"][memory["peak_dispatch"]]
 
 
 def test_every_timed_dispatch_gives_its_root_lines_time(profiled):
-    _, profile = profiled
+    *_, profile = profiled
     ops, lines = profile.source_ops.set_index("op"), profile.source_lines.set_index(["file", "line"])
     timed = profile.call_sites[(profile.call_sites["phase"] == "run") & (profile.call_sites["total_ns"] > 0)]
     roots = {op for cell in timed["root_ops"] for op in str(cell).split(";") if op}
@@ -82,19 +83,19 @@ def test_every_timed_dispatch_gives_its_root_lines_time(profiled):
 
 
 def test_the_summary_names_the_cache(profiled):
-    tokens, profile = profiled
+    tokens, pages, profile = profiled
     line = memory_text(profile.summary["memory"])
-    assert line.startswith("memory: peak ") and "128 KiB inputs (argument 1: 16x2048xf32)" in line, line
+    assert line.startswith("memory: peak ") and f"{pages * 8} KiB inputs (argument 1: {pages}x2048xf32)" in line, line
     # the report's chart: hovering the peak dispatch names the cache beside the lines
     from lxml import html
 
     chart = html.parse(str(profile.directory / "report.html")).xpath('//svg[@aria-label="live bytes over the dispatch sequence of one call"]')[0]
     hover = chart.xpath(f'.//rect[@data-position="{profile.summary["memory"]["peak_dispatch"]}"]/title')[0].text
-    assert "\nargument 1 (16x2048xf32) 128 KiB" in hover and "dynamic_attention.py:" in hover, hover
+    assert f"\nargument 1 ({pages}x2048xf32) {pages * 8} KiB" in hover and "dynamic_attention.py:" in hover, hover
 
 
 def test_fail_if_larger_gates_a_longer_sequence(profiled, program, capsys):
-    tokens, profile = profiled
+    tokens, _, profile = profiled
     if tokens != 100:
         pytest.skip("compares the two token counts once")
     shorter = program.parent / "out32"

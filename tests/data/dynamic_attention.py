@@ -1,8 +1,8 @@
 """Exports a dynamic-length attention with a KV-cache argument to ``argv[1]`` (torch MLIR, with locations).
 
-``prefill(x: ?x64 f32, cache: 16x2048 f32)``: a QKV projection of the ``?`` tokens, their keys and values
-written into the cache (rows of 2 x 64: key, value) in place, causal attention over the written rows,
-an output projection. torch.export sees the cache as a mutated input: the imported function takes it
+``prefill(x: ?x64 f32, cache: ?x2048 f32)``: a QKV projection of the ``?`` tokens, their keys and values
+written into the cache (pages of 16 rows of 2 x 64: key, value; as many pages as the run gives) in place,
+causal attention over the written rows, an output projection. torch.export sees the cache as a mutated input: the imported function takes it
 as a mutable ``!torch.tensor`` and overwrites its contents, as a paged decoder's cache is.
 """
 
@@ -15,7 +15,7 @@ from iree.compiler.extras import fx_importer
 
 from tracelink.compile.frontends.torch_export import decomposition_table
 
-D, HEADS, PAGES, PAGE = 64, 4, 16, 16
+D, HEADS, PAGES, PAGE = 64, 4, 16, 16  # PAGES: the example's; the exported cache has any number
 
 
 class Attention(torch.nn.Module):
@@ -27,7 +27,7 @@ class Attention(torch.nn.Module):
     def forward(self, x: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
         seq = x.shape[0]
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        rows = cache.view(PAGES * PAGE, 2, D)
+        rows = cache.view(-1, 2, D)
         rows[:seq, 0] = k
         rows[:seq, 1] = v
         keys, values = rows[:seq, 0], rows[:seq, 1]
@@ -40,9 +40,9 @@ class Attention(torch.nn.Module):
 
 if __name__ == "__main__":
     torch.manual_seed(0)
-    tokens = torch.export.Dim("tokens", min=2, max=PAGES * PAGE)
+    tokens, pages = torch.export.Dim("tokens", min=2, max=PAGES * PAGE), torch.export.Dim("pages", min=2, max=64)
     example = (torch.randn(32, D), torch.zeros(PAGES, 2 * PAGE * D))
-    program = torch.export.export(Attention().eval(), example, dynamic_shapes={"x": {0: tokens}, "cache": None})
+    program = torch.export.export(Attention().eval(), example, dynamic_shapes={"x": {0: tokens}, "cache": {0: pages}})
     importer = fx_importer.FxImporter(context=ir.Context())
     importer.import_program(program.run_decompositions(decomposition_table((), "dynamic_attention")), func_name="prefill")
     Path(sys.argv[1]).write_text(importer.module.operation.get_asm(enable_debug_info=True))
