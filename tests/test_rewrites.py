@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from iree.compiler import ir
 
 from tests.conftest import REPO, run_profile
 from tests.test_tune_strategy import assert_builds_what_was_raced, run_as_printed
@@ -24,7 +25,7 @@ from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.profile_dir import load_profile
 from tracelink.tune.compose import Composition, composition_plans, input_program, source_lines
-from tracelink.tune.rewrites import FORMS, rewrite_program, rewrites_found
+from tracelink.tune.rewrites import FORMS, is_patch_embedding, rewrite_program, rewrites_found
 from tracelink.tune.spec import compile_variant
 from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key, combinations, combine, option_flags
 
@@ -206,3 +207,21 @@ def test_the_patch_rewrite_is_tried_with_each_surviving_layout():
     assert "decompose-attention+data-tiling+patches-as-matmul" in names and "decompose-attention+data-tiling" in names
     built = next(option for option in combinations(singles[:2], singles) if option.name == "decompose-attention+data-tiling+patches-as-matmul")
     assert built.rewrites == ("patches-as-matmul",) and "--iree-opt-data-tiling" in option_flags(built)
+
+
+def test_only_convolutions_that_tile_their_input_with_patches_are_patch_embeddings():
+    def convolution(image: int, kernel: int, stride: int) -> bool:
+        x, w = f"tensor<1x3x{image}x{image}xf32>", f"tensor<8x3x{kernel}x{kernel}xf32>"
+        o = f"tensor<1x8x{(image - kernel) // stride + 1}x{(image - kernel) // stride + 1}xf32>"
+        text = f"""func.func @f(%x: {x}, %w: {w}, %o: {o}) -> {o} {{
+          %r = linalg.conv_2d_nchw_fchw {{dilations = dense<1> : tensor<2xi64>, strides = dense<{stride}> : tensor<2xi64>}}
+               ins(%x, %w : {x}, {w}) outs(%o : {o}) -> {o}
+          return %r : {o}
+        }}"""
+        module = ir.Module.parse(text, new_context())
+        return is_patch_embedding(next(op for op in walk(module.operation) if op.name == "linalg.conv_2d_nchw_fchw"))
+
+    assert convolution(32, 4, 4)
+    assert not convolution(30, 4, 4)  # the last patch would be cut off
+    assert not convolution(32, 1, 1)  # pointwise
+    assert not convolution(32, 4, 2)  # overlapping windows

@@ -116,14 +116,15 @@ def as_conv2d(op: ir.Operation) -> bool:
 
 def is_patch_embedding(op: ir.Operation) -> bool:
     """An NCHW 2-D convolution whose windows tile its input exactly (strides equal to the kernel, no
-    dilation, the input a whole number of windows): a ViT's patch embedding."""
+    dilation, the input a whole number of windows): a ViT's patch embedding. A 1×1 kernel is not a patch:
+    pointwise convolutions are left to the layout options, which take them everywhere in a convnet."""
     if op.name != "linalg.conv_2d_nchw_fchw" or len(op.operands) != 3:
         return False
     source, filters = (ir.RankedTensorType(value.type) for value in list(op.operands)[:2])
     if not (source.has_static_shape and filters.has_static_shape):
         return False
     kernel = list(filters.shape[2:])
-    return (ints(op, "strides") == kernel and ints(op, "dilations") == [1, 1]
+    return (ints(op, "strides") == kernel != [1, 1] and ints(op, "dilations") == [1, 1]
             and all(size % k == 0 for size, k in zip(source.shape[2:], kernel)))
 
 
