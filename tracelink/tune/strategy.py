@@ -4,9 +4,12 @@ before any tile config (``tracelink tune`` runs this first, then tunes tiles on 
 The space (:data:`OPTIONS`, each flag verified by compiling with IREE 3.13.0): convolutions through
 im2col + matmul, channels-last convolution layout, data tiling, ukernels, data tiling extended to
 convolutions, transpose propagation through convolutions, attention decomposed into matmuls and a
-softmax (only where the program has attention). Each candidate is
+softmax (only where the program has attention), and rewrites of the program itself where it has their
+ops (:mod:`tracelink.tune.rewrites`: 1-D convolutions as 2-D ones, patch embeddings as matmuls). Each
+candidate is
 
-1. compiled (the profiled build's flags, without its dumps, plus the candidate's);
+1. compiled (the profiled build's flags, without its dumps, plus the candidate's; a candidate with a
+   rewrite compiles the rewritten program, which is what it hands over);
 2. checked: its outputs on the profiled inputs against the default build's (:func:`outputs_agree`);
 3. timed against the default build in alternating rounds (``rounds.alternate`` /
    ``aggregate.speedup.summarize``: the geometric mean of per-round ratios with a Student's t 95 %
