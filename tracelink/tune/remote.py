@@ -128,6 +128,7 @@ class RayWork:
             try:
                 result = self.ray.get(ready[0])
             except self.ray.exceptions.RayError as error:
+                self._raise_task_error(error)
                 if self._lost("build", [job.name], error, attempt):
                     pending[self._submit_build(job)] = (job, attempt + 1)
                 else:
@@ -176,6 +177,7 @@ class RayWork:
             try:
                 result = self.ray.get(reference)
             except self.ray.exceptions.RayError as error:
+                self._raise_task_error(error)
                 if not self._lost("race", names, error, attempt):
                     raise LostError(f"the race of {', '.join(names)}: lost twice ({first_line(error)})") from None
                 continue
@@ -200,6 +202,13 @@ class RayWork:
         if key not in self.shared:
             self.shared[key] = self.ray.put({path: Path(path).read_bytes() for path in paths})
         return self.shared[key]
+
+    def _raise_task_error(self, error: BaseException) -> None:
+        """An error the task itself raised (a tool that failed) is the trial's, as in this process; only a
+        worker or node that died makes the task lost."""
+        if isinstance(error, self.ray.exceptions.RayTaskError):
+            cause = error.cause if isinstance(error.cause, BaseException) else error
+            raise TracelinkError(first_line(cause)) from None
 
     def _lost(self, what: str, names: list[str], error: BaseException, attempt: int) -> bool:
         """Record a task lost with its worker or node; whether it runs again (its first loss)."""
