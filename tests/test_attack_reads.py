@@ -336,6 +336,22 @@ def test_no_tool_outlives_tracelink(slow, tmp_path, cache, signal_number):
             process.wait()
 
 
+def test_a_tool_the_guard_was_never_told_of_is_killed_by_its_tmpdir(tmp_path):
+    """tracelink killed between starting a tool and telling its guard: the guard still finds the tool."""
+    started = tmp_path / "tool.pid"
+    script = (
+        "import os, signal, subprocess, sys\n"
+        "from tracelink import tools\n"
+        "tools.guard()\n"  # what start_process does first; the '+' line for the tool is never written
+        "tool = subprocess.Popen(['sleep', '60'], start_new_session=True, env=os.environ | {'TMPDIR': str(tools.tools_temp_dir())})\n"
+        f"open({str(started)!r}, 'w').write(str(tool.pid))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert gone_within({int(started.read_text())}, 5.0), "the tool outlived tracelink"
+
+
 def test_sigterm_during_the_first_machine_measurement_leaves_no_probe(slow, tmp_path):
     process = start_profile(slow, tmp_path / "out", tmp_path / "empty-cache", 2)  # no machine.json: measured before the timed run
     try:

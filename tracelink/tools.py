@@ -76,13 +76,23 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: a signal handler may take it on
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MAX_POLL_MS = 2**31 - 1  # poll(2) takes an int of milliseconds
 # The guard: reads "+GROUP" / "-GROUP" lines; at the end of its input (tracelink gone, however) it kills
-# the groups left and removes the tools' temporary directory (its argument). Python without site: it
-# starts in a few tens of milliseconds.
+# the groups left and removes the tools' temporary directory (its argument). A tool whose "+" line never
+# came (tracelink killed between starting it and telling the guard) is found by that directory, its
+# TMPDIR, which only this tracelink's tools have. Python without site: it starts in a few tens of
+# milliseconds.
 GUARD = """
 import os, shutil, signal, sys
 groups = set()
 for line in sys.stdin:
     (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+ours = ("\\0TMPDIR=" + sys.argv[1] + "\\0").encode()
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/" + pid + "/environ", "rb") as environ:
+            if ours in b"\\0" + environ.read():
+                groups.add(os.getpgid(int(pid)))
+    except OSError:
+        pass
 for group in groups:
     try:
         os.killpg(group, signal.SIGKILL)
@@ -91,17 +101,25 @@ for group in groups:
 shutil.rmtree(sys.argv[1], ignore_errors=True)
 """
 _guard: subprocess.Popen | None = None
+_guard_pid = 0
 
 
-def guard_note(line: str) -> None:
-    """Tell this process's guard (started on the first tool) that a group starts or ends (holding the lock)."""
-    global _guard
-    if _guard is None or _guard.poll() is not None:
+def guard() -> subprocess.Popen:
+    """This process's guard, started before its first tool (a forked child gets one of its own, with its own
+    TMPDIR, by which the guard finds its tools)."""
+    global _guard, _guard_pid
+    if _guard is None or _guard_pid != os.getpid() or _guard.poll() is not None:
+        _guard_pid = os.getpid()
         # its own session: a Ctrl-C to the terminal's group leaves it to watch the tools until tracelink ends
         _guard = subprocess.Popen([sys.executable, "-S", "-c", GUARD, str(tools_temp_dir())], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1)
+    return _guard
+
+
+def guard_note(line: str) -> None:
+    """Tell this process's guard that a group starts or ends (holding the lock)."""
     try:
-        _guard.stdin.write(line + "\n")
+        guard().stdin.write(line + "\n")
     except (BrokenPipeError, ValueError):  # the guard was killed: tools are still stopped on interrupts
         pass
 
@@ -111,14 +129,15 @@ def tools_temp_dir() -> Path:
     ends (by the guard if it is killed). IREE's runtime leaves an empty ``iree_dylib_XXXXXX`` file in
     ``TMPDIR`` each time it loads a module of system-library executables (the hook's, tune's candidates),
     which would otherwise pile up in ``/tmp``."""
-    global _tools_temp
-    if _tools_temp is None:
-        _tools_temp = Path(tempfile.mkdtemp(prefix="tracelink-tools-"))
+    global _tools_temp, _tools_temp_pid
+    if _tools_temp is None or _tools_temp_pid != os.getpid():
+        _tools_temp, _tools_temp_pid = Path(tempfile.mkdtemp(prefix="tracelink-tools-")), os.getpid()
         atexit.register(shutil.rmtree, _tools_temp, ignore_errors=True)
     return _tools_temp
 
 
 _tools_temp: Path | None = None
+_tools_temp_pid = 0
 
 
 def start_process(command: list[str], **popen_options) -> subprocess.Popen:
@@ -130,6 +149,7 @@ def start_process(command: list[str], **popen_options) -> subprocess.Popen:
         popen_options["stdin"] = module
     try:
         with _RUNNING_LOCK:
+            guard()
             process = subprocess.Popen(command, start_new_session=True, **popen_options)
             _RUNNING.add(process.pid)
             guard_note(f"+{process.pid}")
