@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tracelink.options import ProfileOptions
+from tracelink.pipeline.options import ProfileOptions
 from tracelink.pipeline import profile
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -57,11 +57,12 @@ from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container
 from tracelink.compile.program_text import check_program_text
 from tracelink.collect.events import EVENT_SCHEMA, make_events
-from tracelink.outdir import MARKER
-from tracelink.profile_dir import REQUIRED_COLUMNS, TABLES, check_marker, read_frame, read_graph_file, read_summary, read_table
+from tracelink.profile_dir.files import MARKER
+from tracelink.profile_dir.profile import REQUIRED_COLUMNS, check_marker, read_frame, read_graph_file, read_summary, read_table
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.provenance.program import read_input_program
 from tracelink.textsafe import xml_text
+from tracelink.profile_dir import files
 
 REAL_CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")
 REAL_STREAM_BYTES = 48 * 1024  # the head of the real capture's stream: header, strings, first zones
@@ -299,7 +300,7 @@ PROFILE_READERS: dict[str, Callable[[Path], object]] = {
     "profile.json": read_summary,
     "provenance.json": read_graph_file,
     "events.parquet": lambda path: read_frame(path, lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
-    **{f"{name}.csv": (lambda path, name=name: read_table(path, REQUIRED_COLUMNS[name])) for name in TABLES},
+    **{f"{name}.csv": (lambda path, name=name: read_table(path, REQUIRED_COLUMNS[name])) for name in files.TABLES},
     MARKER: lambda path: check_marker(path.parent),
 }
 
@@ -363,8 +364,8 @@ def write_command(command: str, directory: Path) -> Callable[[], object]:
     """The real command writing into ``directory`` (profile: its claim, which checks, locks and clears it;
     tune: its lock and the writer of its record log and the files derived from it, not the search, which
     compiles)."""
-    from tracelink.cli import build_parser
-    from tracelink.outdir import claim_output, locked
+    from tracelink.commands.cli import build_parser
+    from tracelink.profile_dir.claim import claim_output, locked
     from tracelink.tune.trial_log import TrialLog
 
     def handle(*argv: str) -> None:

@@ -29,7 +29,7 @@ from tracelink.aggregate.advice import HELPED
 from tracelink.aggregate.tune_record import STRATEGIES_FILE
 from tracelink.aggregate.utilization import FAR_FROM_ROOFS
 from tracelink.compile import CompileOptions
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report import build_report
 from tracelink.report.json_output import SCHEMA_PATH, profile_document
 from tracelink.report.strategies import advised
@@ -186,7 +186,7 @@ def test_strategy_tables_in_summary_report_and_json(conv_profiles, tmp_path):
     helped = {(cell.getparent().getparent().xpath("td")[0].text, cell.get("data-strategy")) for cell in page.xpath("//table[@id='strategy-lines']//span[contains(@class, 'helped')]")}
     assert helped == {(f"conv_nchw.mlir:{line}", name) for line, names in helps.items() for name in names}
     # `tracelink report --json` carries the same table, and validates against the schema
-    done = subprocess.run([sys.executable, "-m", "tracelink.cli", "report", str(profile.directory), "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "tracelink.commands.cli", "report", str(profile.directory), "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
     jsonschema.validate(output, SCHEMA)

@@ -17,9 +17,9 @@ import pytest
 from tests.conftest import EXAMPLES
 from tests.test_safety import disk_bytes, small_disk
 from tracelink.errors import TracelinkError
-from tracelink.cli import main
+from tracelink.commands.cli import main
 from tracelink.compile.benchmarks import ensure_benchmark_dumps
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 
 CAPTURE = Path("/work/shared/fixtures/tracy/matmul_zstd1.tracy")
 
@@ -240,7 +240,7 @@ def test_reprofiling_removes_stale_repro_and_diff_rounds(base_profile, tmp_path,
 
 
 def test_ingest_into_a_profile_being_written_is_refused(tmp_path, capsys):
-    from tracelink.outdir import claim_output
+    from tracelink.profile_dir.claim import claim_output
 
     claim = claim_output(tmp_path / "running")  # what `tracelink profile` holds until its profile is written
     try:

@@ -28,7 +28,7 @@ from rich.console import Console
 from tracelink.aggregate import op_line_shares
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.compile import CompileOptions
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.summary import print_summary
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
@@ -277,7 +277,7 @@ def test_self_times_add_up_to_the_measured_total(profiles, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_diff_attributes_each_op_the_time_the_profile_does(profiles, name):
     """`tracelink diff` splits every iteration's call-site times over the ops as the profile's tables do."""
-    from tracelink.tune.diff import per_iteration
+    from tracelink.compare.diff import per_iteration
 
     profile = profiles[name]
     ops, matrix = per_iteration(profile)

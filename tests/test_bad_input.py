@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
-TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -84,7 +84,7 @@ def test_run_failure_and_timeout_keep_artifacts(tmp_path):
 
 def test_not_a_profile_directory(tmp_path):
     from tracelink.errors import TracelinkError
-    from tracelink.profile_dir import load_profile
+    from tracelink.profile_dir.profile import load_profile
 
     with pytest.raises(TracelinkError, match="not a profile directory"):
         load_profile(tmp_path)

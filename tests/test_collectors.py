@@ -80,11 +80,11 @@ def test_tracy_and_hal_agree_on_the_same_run(example_profiles, tmp_path):
 
 def test_ingest_folds_a_capture_into_a_profile_and_refuses_another_programs(traced, tmp_path):
     from tests.conftest import run_profile as profile_again
-    from tracelink.cli import main
+    from tracelink.commands.cli import main
 
     base = profile_again(EXAMPLES / "mlp.mlir", tmp_path / "base")
     assert main(["ingest", str(traced.artifacts / "run.tracy"), "--artifacts", str(base.directory)]) == 0
-    from tracelink.profile_dir import load_profile
+    from tracelink.profile_dir.profile import load_profile
 
     folded = load_profile(base.directory)
     assert folded.summary["collector"] == "tracy" and folded.summary["iterations"] == 11  # warm-up kept

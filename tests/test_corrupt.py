@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import run_profile
 from tests.test_safety import program
-from tracelink.cli import main
+from tracelink.commands.cli import main
 
 CAPTURE = Path("/work/shared/fixtures/tracy/matmul_lz4hc3.tracy")
 

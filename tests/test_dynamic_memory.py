@@ -18,8 +18,8 @@ import pytest
 
 from tests.conftest import REPO, run_profile
 from tests.test_memory import iree_profile_memory, one_call_bundle
-from tracelink.cli import main
-from tracelink.diff_command import REGRESSION
+from tracelink.commands.cli import main
+from tracelink.commands.diff import REGRESSION
 from tracelink.report.summary import memory_text
 
 EXPORT = REPO / "tests" / "data" / "dynamic_attention.py"
@@ -130,7 +130,7 @@ func.func @second(%a: tensor<?x128xf32>, %b: tensor<128x64xf32>) -> tensor<?x64x
 
 
 def test_each_function_of_a_profile_is_split_on_its_own_sizes(tmp_path):
-    from tracelink.options import FunctionRun
+    from tracelink.pipeline.options import FunctionRun
 
     # first: 300 rows through two matmuls (the first's product a transient, the second's the result);
     # second: 50 rows through one (its result only)

@@ -22,12 +22,12 @@ from tracelink.collect.hal import PROFILING_MODES, export_bundle, hal_events
 from tracelink.collect.hal_losses import dropped_records
 from tracelink.compile import CompileOptions, compile_program
 from tracelink.pipeline import assemble_profile, publish_profile
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.build import build_provenance
 from tracelink.provenance.program import read_input_program
 from tracelink.report.fmt import missing_events_text
 from tracelink.report.summary import print_summary
-from tracelink.tune.diff import run_exports
+from tracelink.compare.diff import run_exports
 
 CALL_SITES = 4100  # just above the ring (4,093 would do); the 5,000 of issue 21 run in tests/bench/bench_events.py
 REPETITIONS = 3

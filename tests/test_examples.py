@@ -93,7 +93,7 @@ def test_full_coverage_and_statistics(example_profiles, name):
 
 
 def test_profile_directory_round_trips(example_profiles):
-    from tracelink.profile_dir import load_profile
+    from tracelink.profile_dir.profile import load_profile
 
     original = example_profiles["mlp"]
     loaded = load_profile(original.directory)

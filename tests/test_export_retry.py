@@ -25,7 +25,7 @@ from tests.test_bad_input import error_line, run_cli
 from tests.test_frameworks import iree_outputs, marked_lines
 from tracelink.compile.frontends import export_model, load_entry
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 
 EXITS = textwrap.dedent('''
     import sys

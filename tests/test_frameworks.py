@@ -23,8 +23,8 @@ from tests.test_bad_input import error_line, run_cli
 from tracelink.errors import TracelinkError
 from tracelink.compile.frontends import load_entry
 from tracelink.compile.frontends.extras import EXTRAS, require
-from tracelink.profile_dir import Profile, load_profile
-from tracelink.tune.diff import run_parameters
+from tracelink.profile_dir.profile import Profile, load_profile
+from tracelink.compare.diff import run_parameters
 
 # tracelink's own files (not the checkout's folder, which may be named tracelink too)
 PACKAGE = str(Path(tracelink.__file__).resolve().parent) + "/"

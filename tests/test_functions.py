@@ -17,7 +17,7 @@ import pytest
 from lxml import html as lxml_html
 
 from tracelink.collect.hal import read_records, wall_ns_per_call
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.json_output import SCHEMA_PATH
 
 ROWS = 32  # the prefill's rows, a dynamic size only the run fixes
@@ -53,7 +53,7 @@ func.func @decode(%x: tensor<1x64xf32>, %w: tensor<64x64xf32>) -> tensor<1x64xf3
 """
 MATMUL_LINE = 7
 FUNCTIONS = {"prefill": [f"{ROWS}x64xf32=1", "64x64xf32=0.5"], "decode": ["1x64xf32=1", "64x64xf32=0.5"]}
-TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
 
 
 def tracelink(*args: str) -> subprocess.CompletedProcess:

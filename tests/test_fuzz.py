@@ -23,7 +23,7 @@ from tracelink.errors import TracelinkError
 from tracelink.collect.hook_tables import read_hook_records
 from tracelink.collect.tracy import read_capture
 from tracelink.collect.tracy.container import iter_blocks, open_container
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.compile.program_text import check_program_text
 from tracelink.provenance.program import read_input_program
 from tracelink.textsafe import xml_text

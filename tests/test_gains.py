@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from tracelink.report.gains import line_gain, read_diff
-from tracelink.tune.diff import PairedRounds, diff_table, write_diff
+from tracelink.compare.diff import PairedRounds, diff_table, write_diff
 
 # Two ops on net.py:3, one on line 5, one on line 2 that only the base build has.
 KEYS = [("mm @ net.py:3:5", "net.py", 3), ("add @ net.py:3:20", "net.py", 3), ("relu @ net.py:5:5", "net.py", 5),

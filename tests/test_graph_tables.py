@@ -10,7 +10,7 @@ import pandas as pd
 
 from tracelink.aggregate import attribution, op_line_shares
 from tracelink.aggregate import graph_tables as kept_tables
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 
 
 def test_a_graph_table_is_computed_once_and_each_caller_gets_its_own_copy(example_profiles):

@@ -20,7 +20,7 @@ from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.iree_tools import benchmark_command, benchmark_times_ns
 from tracelink.collect.hal import wall_ns_per_call
 from tracelink.report.summary import host_time_text
-from tracelink.tune.diff import run_inputs
+from tracelink.compare.diff import run_inputs
 
 ROUNDS = 4
 # Calls per run: a call's period is bimodal on local-task (1.8 ms or 2-4 ms longer for this program),

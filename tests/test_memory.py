@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
-from tracelink.cli import main
-from tracelink.diff_command import REGRESSION
+from tracelink.commands.cli import main
+from tracelink.commands.diff import REGRESSION
 from tracelink.tools import tool_path
 
 MiB = 1 << 20
@@ -50,7 +50,7 @@ def chain(n1: int, n2: int, k: int = 32, parameter: bool = False) -> str:
 def one_call_bundle(profile) -> Path:
     """A memory-events bundle of one call of the profiled program, with its inputs and parameters, made by
     `iree-run-module` itself."""
-    from tracelink.tune.diff import run_inputs, run_parameters
+    from tracelink.compare.diff import run_inputs, run_parameters
 
     bundle = profile.directory.parent / f"{profile.directory.name}-one-call.ireeprof"
     command = [tool_path("iree-run-module"), f"--module={profile.artifacts / 'app.vmfb'}", f"--function={profile.summary['function']}",
@@ -116,7 +116,7 @@ def test_peak_equals_iree_profile_and_first_temporary_holds_it(profiles):
 def test_the_timed_runs_first_call_has_the_allocations_of_a_call_run_alone(profiles):
     from tracelink.collect.collectors import hal_collected
     from tracelink.collect.hal import read_hal_records
-    from tracelink.tune.diff import run_exports
+    from tracelink.compare.diff import run_exports
 
     profile = profiles["param"]
     calls = profile.summary["warmup"] + profile.summary["repetitions"]

@@ -11,7 +11,7 @@ from tests.conftest import WORKLOADS, run_profile
 from tests.test_bad_input import error_line, run_cli
 from tests.test_pprof import read_pprof
 from tracelink.aggregate import attribution
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 
 NODE_NAME = re.compile(r"^onnx\.(\w+):.+$")
 

@@ -21,14 +21,14 @@ import pytest
 from tracelink.collect.inputs import described_type
 from tracelink.compile import CompileOptions, PendingCompile, dumped_phases
 from tracelink.errors import TracelinkError
-from tracelink.options import ProfileOptions
+from tracelink.pipeline.options import ProfileOptions
 from tracelink.provenance.build import QUIET_PHASE, build_provenance
 from tracelink.provenance.executables import source_dumps
 from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.program import read_input_program
-from tracelink.provenance_job import ProvenanceJob
+from tracelink.pipeline.provenance_job import ProvenanceJob
 from tracelink.report.textmap import PARSED_DUMPS
-from tracelink.profile_command import imported_beside_the_compiler
+from tracelink.commands.profile import imported_beside_the_compiler
 from tracelink.tools import InChildProcess, open_files, wait_for_exit
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

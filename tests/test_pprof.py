@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import WORKLOADS, run_profile
 from tests.test_bad_input import run_cli
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.pprof import profile_class
 
 

@@ -21,7 +21,7 @@ import tracelink
 from tests.test_bad_input import error_line, run_cli
 from tracelink.collect.reference import chosen_references, parse_compare
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.json_output import SCHEMA_PATH, dump, profile_document
 from tracelink.report.summary import print_summary, reference_headlines
 

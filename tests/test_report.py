@@ -12,7 +12,7 @@ from lxml import html as lxml_html
 
 from tests.conftest import run_profile
 from tracelink.errors import TracelinkError
-from tracelink.cli import main as cli_main
+from tracelink.commands.cli import main as cli_main
 from tracelink.provenance.graph import call_sites_of_line, nodes_of_kind, ops_of_call_site
 from tracelink.report import build_report, viewer_dir, write_trace
 from tracelink.report import html as report_html

@@ -23,8 +23,8 @@ from tests.conftest import EXAMPLES, OUTPUT, run_profile
 from tests.test_report_browser import Opened, browser  # noqa: F401  (the shared Chromium fixture)
 from tests.test_report_contract import contract_errors, page_data
 from tracelink.aggregate.speedup import speedup_of
-from tracelink.cli import main as cli_main
-from tracelink.profile_dir import load_profile
+from tracelink.commands.cli import main as cli_main
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report import build_report, trace_events
 from tracelink.report.assemble import build_model
 from tracelink.report.trace import workgroup_slices

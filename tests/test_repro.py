@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, run_profile
 from tests.test_bad_input import error_line, run_cli
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from tests.test_tune_strategy import assert_builds_what_was_raced, run_as_printe
 from tracelink.collect.outputs import outputs_agree, run_outputs
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.tune.compose import Composition, composition_plans, input_program, source_lines
 from tracelink.tune.rewrites import FORMS, is_patch_embedding, rewrite_program, rewrites_found
 from tracelink.tune.spec import compile_variant
@@ -157,7 +157,7 @@ def tuned(tmp_path_factory) -> dict:
     config = where / "tune.toml"
     config.write_text('[strategy]\nonly = ["im2col", "conv1d-as-conv2d"]\nfirst_rounds = 3\nfinal_rounds = 4\n'
                       'diff_rounds = 2\nprofile_top = 1\ncompose = false\n[select]\ntop = 1\n')
-    done = subprocess.run([sys.executable, "-m", "tracelink.cli", "tune", str(base), "--config", str(config),
+    done = subprocess.run([sys.executable, "-m", "tracelink.commands.cli", "tune", str(base), "--config", str(config),
                            "--trials", "1", "--rounds", "0", "--json"], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     return {"where": where, "base": base, "done": done, "document": json.loads(done.stdout)}

@@ -93,7 +93,7 @@ def test_a_second_program_replaces_the_first_profile_entirely(tmp_path):
     assert "1/1 call sites mapped" in done.stdout
     assert not (out / "zones.parquet").exists()
     assert {p.name.split(".")[0] for p in (out / "artifacts" / "phases").iterdir()} == {"b"}
-    from tracelink.profile_dir import load_profile
+    from tracelink.profile_dir.profile import load_profile
 
     loaded = load_profile(out)
     assert loaded.summary["program"] == str(second) and loaded.summary["iterations"] == 3 and len(loaded.call_sites) == 1
@@ -280,7 +280,7 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
     assert "notes.mlir: exists and was not written by tracelink" in line
     assert mine.read_text() == "my own notes\n"
     from tracelink.errors import TracelinkError
-    from tracelink.outdir import refuse_foreign_file
+    from tracelink.profile_dir.claim import refuse_foreign_file
     from tracelink.tune.spec import SPEC_HEADER
 
     with pytest.raises(TracelinkError, match="not a regular file"):
@@ -291,7 +291,7 @@ def test_tune_never_overwrites_a_file_it_did_not_write(elsewhere_profile, tmp_pa
 
 
 def test_the_previous_profile_is_gone_at_once_and_removed_without_following_links(elsewhere_profile, tmp_path):
-    from tracelink.outdir import claim_output
+    from tracelink.profile_dir.claim import claim_output
 
     out = tmp_path / "out"
     shutil.copytree(elsewhere_profile, out)
@@ -311,7 +311,8 @@ def test_the_previous_profile_is_gone_at_once_and_removed_without_following_link
 
 def test_a_profile_written_before_the_marker_is_replaced_without_force(elsewhere_profile, tmp_path):
     from tracelink.errors import TracelinkError
-    from tracelink.outdir import MARKER, claim_output
+    from tracelink.profile_dir.claim import claim_output
+    from tracelink.profile_dir.files import MARKER
 
     older = tmp_path / "older"
     shutil.copytree(elsewhere_profile, older)

@@ -143,7 +143,7 @@ def test_tune_stops_and_keeps_its_trials(tmp_path, signal_number):
 def test_a_signal_whose_exception_was_swallowed_still_ends_tracelink_as_interrupted(monkeypatch, capsys):
     """Raised while an extension runs Python code, a signal's exception can be swallowed there (about 1
     SIGTERM in 100 during start-up; the profile then ran to its end and exited 0)."""
-    from tracelink import cli
+    from tracelink.commands import cli
 
     def swallowing(args) -> int:
         try:

@@ -10,9 +10,9 @@ import pandas as pd
 
 from tests.conftest import EXAMPLES
 from tests.test_bad_input import run_cli
-from tracelink.cli import main
+from tracelink.commands.cli import main
 from tracelink.pipeline import assemble_profile, write_profile_files
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report import build_report, summary
 from tracelink.report.summary import print_summary, rendered_tables, summary_console
 

@@ -20,7 +20,7 @@ from tests import tracy_synth
 from tracelink.errors import TracelinkError
 from tracelink.collect.events import EVENT_SCHEMA
 from tracelink.collect.tracy import TracyCapture, TracyFormatError, read_capture
-from tracelink import ingest_command as command
+from tracelink.commands import ingest as command
 from tracelink.collect.tracy.container import iter_blocks, open_container
 from tracelink.collect.tracy.views import dispatch_zones, rebuild_executions, source_location_summary
 

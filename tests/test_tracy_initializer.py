@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import run_profile
 from tracelink.compile import CompileOptions
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 
 PROGRAM = Path(__file__).parent / "data" / "tracy_shared_export.mlir"
 # No constant evaluation at compile time (so the initializer dispatches at load), and the constant is

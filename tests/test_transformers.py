@@ -23,8 +23,8 @@ import torch
 from tests.test_bad_input import TRACELINK, error_line, run_cli
 from tests.test_frameworks import iree_outputs
 from tracelink.compile.frontends import load_entry
-from tracelink.frames import LIBRARY_FRAMES, is_library
-from tracelink.profile_dir import load_profile
+from tracelink.compile.frames import LIBRARY_FRAMES, is_library
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.assemble import build_model
 from tracelink.report.hot_lines import hottest_lines
 from tracelink.report.json_output import SCHEMA_PATH

@@ -25,13 +25,13 @@ from tests.conftest import EXAMPLES, run_profile
 from tests.test_json_output import validated
 from tracelink.errors import TracelinkError
 from tracelink.compile import CompileOptions
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.html import render_report
 from tracelink.tools import tool_path
 from tracelink.tune.candidates import materialize
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import config_fields, is_root, load_dispatch, walk
-from tracelink.tune.diff import diff_profiles
+from tracelink.compare.diff import diff_profiles
 from tracelink.tune.model import History
 from tracelink.tune.measure import MeasureOptions, Measurer, build, make_pool
 from tracelink.aggregate.speedup import NOT_SIGNIFICANT
@@ -43,7 +43,7 @@ from tracelink.tune.spec import Choice, check_applied, write_configurations, wri
 from tracelink.tune.tuners import make_tuner, search
 from tracelink.tune.tuners.loop import no_report
 
-TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
 TARGET = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
           "--iree-llvmcpu-target-cpu=host"]
 

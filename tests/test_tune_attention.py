@@ -18,12 +18,12 @@ from rich.console import Console
 
 from tests.conftest import EXAMPLES, run_profile
 from tests.vit_model import vit_source
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.strategy import StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags
 from tracelink.tune.tuners.loop import Budget
-from tracelink.tune_command import _profile_builder
+from tracelink.commands.tune import _profile_builder
 
 
 VIT = vit_source(hidden=192, heads=3, layers=3, image=160)  # 101 tokens

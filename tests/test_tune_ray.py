@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.tune.strategy import StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions
 from tracelink.tune.tuners.loop import Budget
@@ -234,7 +234,7 @@ def test_resume_after_the_driver_is_killed_measures_nothing_twice(cluster, mlp, 
 
 def test_sweep_writes_each_profile_where_the_driver_asks(tmp_path):
     """A batch of `tracelink profile` runs as Ray tasks on a local runtime; each directory lands at its `out`."""
-    from tracelink.sweep import ProfileJob, profile_all
+    from tracelink.pipeline.sweep import ProfileJob, profile_all
     from tracelink.tune.cluster import RayOptions
 
     temp = short_directory()

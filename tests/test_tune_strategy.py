@@ -28,10 +28,10 @@ from tests.conftest import REPO, SHARED, run_profile
 
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.profile_dir import load_profile
+from tracelink.profile_dir.profile import load_profile
 from tracelink.tools import tool_path
 from tracelink.tune.compose import source_lines
-from tracelink.tune.diff import run_inputs
+from tracelink.compare.diff import run_inputs
 from tracelink.collect.rounds import alternate, time_program
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.session import Session
@@ -42,9 +42,9 @@ from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.strategy import SearchResult, StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions, option_flags
 from tracelink.tune.tuners.loop import Budget
-from tracelink.tune_command import _profile_builder, apply_command
+from tracelink.commands.tune import _profile_builder, apply_command
 
-TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
 SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 TARGET = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host"]
@@ -303,7 +303,7 @@ def test_outputs_agree_within_reassociation_and_not_beyond():
 def test_budget_durations():
     from argparse import ArgumentTypeError
 
-    from tracelink.tune_command import _duration
+    from tracelink.commands.tune import _duration
 
     assert [_duration(text) for text in ("20", "20m", "90s", "1h", "0.5m")] == [1200.0, 1200.0, 90.0, 3600.0, 30.0]
     for bad in ("soon", "0", "-5m", "inf"):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tracelink.profile_dir import Profile
+    from tracelink.profile_dir.profile import Profile
 
 from tracelink.errors import TracelinkError  # the package's error, for users: `except tracelink.TracelinkError`
 from tracelink.version import __version__
@@ -24,12 +24,12 @@ def profile(fn_or_module: Any, *example_args: Any, out: str | Path = "out", cons
 
     Like ``tracelink profile model.py:make``: the model is exported with its Python call stacks and
     name scopes or module paths as locations, compiled and run under the profiler into ``out``, with
-    ``example_args`` as the inputs. ``options`` are :class:`tracelink.options.ProfileOptions` fields
+    ``example_args`` as the inputs. ``options`` are :class:`tracelink.pipeline.options.ProfileOptions` fields
     (``repetitions=20``, ``collector="tracy"``, ...). The result holds the tables (pandas DataFrames:
     ``source_lines``, ``source_ops``, ``call_sites``, ...) and the provenance graph (``graph``).
     """
     # Imported here so that `import tracelink` stays cheap (the pipeline loads pandas, networkx, IREE).
-    from tracelink.options import ProfileOptions
+    from tracelink.pipeline.options import ProfileOptions
     from tracelink.pipeline import profile_python
 
     return profile_python(fn_or_module, example_args, Path(out), ProfileOptions(**options), console)

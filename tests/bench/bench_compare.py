@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import run_profile  # noqa: E402
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tracelink.compile.benchmarks import ensure_benchmark_dumps  # noqa: E402
-from tracelink.profile_dir import load_profile  # noqa: E402
-from tracelink.tune.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
+from tracelink.profile_dir.profile import load_profile  # noqa: E402
+from tracelink.compare.diff import DEFAULT_ROUNDS, diff_profiles, gate_verdicts  # noqa: E402
 from tracelink.aggregate.speedup import NOT_SIGNIFICANT  # noqa: E402
 from tracelink.tune.targets import examine  # noqa: E402
 

@@ -61,7 +61,7 @@ def main() -> None:
         (work / "llama1b.py").write_text(MODEL)
         out = work / "out"
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tracelink.cli", "profile", f"{work / 'llama1b.py'}:make", "-o", str(out),
+        subprocess.run([sys.executable, "-m", "tracelink.commands.cli", "profile", f"{work / 'llama1b.py'}:make", "-o", str(out),
                         "--repetitions", str(REPETITIONS)], check=True, capture_output=True, cwd=REPO)
         wall = time.perf_counter() - started
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024

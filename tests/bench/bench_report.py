@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import WORKLOAD_RUNS, WORKLOADS  # noqa: E402
 from tests.test_report_browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.test_report_scale import generated_program  # noqa: E402
-from tracelink.options import ProfileOptions  # noqa: E402
+from tracelink.pipeline.options import ProfileOptions  # noqa: E402
 from tracelink.pipeline import profile  # noqa: E402
 from tracelink.report import build_report  # noqa: E402
 

@@ -53,10 +53,10 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile  # noqa: E402
 from tests.vit_model import vit_source  # noqa: E402
 from tracelink.errors import TracelinkError  # noqa: E402
-from tracelink.profile_dir import load_profile  # noqa: E402
+from tracelink.profile_dir.profile import load_profile  # noqa: E402
 from tracelink.tools import tool_path  # noqa: E402
 from tracelink.tune.config import load_config  # noqa: E402
-from tracelink.tune.diff import run_inputs, run_parameters  # noqa: E402
+from tracelink.compare.diff import run_inputs, run_parameters  # noqa: E402
 from tracelink.tune.dispatch import Dispatch, load_dispatch  # noqa: E402
 from tracelink.tune.measure import Measurer, make_pool  # noqa: E402
 from tracelink.tune.progress import ProgressBar  # noqa: E402
@@ -79,7 +79,7 @@ func.func @main(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) -> tensor<512x
 """
 TARGET = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
           "--iree-llvmcpu-target-cpu=host"]
-TRACELINK = [sys.executable, "-m", "tracelink.cli"]
+TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
 WORKLOADS_E2E = {  # name: (program, (function, inputs, parameters))
     "linalg_resnet18": (WORKLOADS / "linalg_resnet18.mlir", WORKLOAD_RUNS["linalg_resnet18"]),
     "clip_text_toy_f32": (WORKLOADS / "clip_text_toy_f32.mlir", WORKLOAD_RUNS["clip_text_toy_f32"]),

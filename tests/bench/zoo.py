@@ -179,7 +179,7 @@ def run_one(architecture: str, directory: Path) -> int:
     progress["seconds"]["export"] = round(time.perf_counter() - started, 2)
     progress.update(stage="profile", exported=True)
     record.write_text(json.dumps(progress))
-    from tracelink.cli import main as tracelink
+    from tracelink.commands.cli import main as tracelink
 
     started = time.perf_counter()
     status = tracelink(["profile", f"{path}:make", "-o", str(directory / "profile"), "--force", "--repetitions", "3"])

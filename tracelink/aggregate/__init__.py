@@ -10,7 +10,7 @@ a run whose iterations spread widely (the machine was busy with something else).
 Source lines get *self* time, as CPU profilers do: an op's time is split equally between the members
 of its fused location, and each member's part goes to its innermost frame's line, so self times of all
 lines add up to the time of the ops that have a line. ``user_self_ns`` does the same with library
-frames (:mod:`tracelink.frames`: installed packages but the model definitions they ship, the standard
+frames (:mod:`tracelink.compile.frames`: installed packages but the model definitions they ship, the standard
 library, and the rules given) skipped, so an op called through a
 framework lands on the user's line that called it. ``inclusive_ns`` credits every line of a member's
 call stack once (like a caller's inclusive time), so inclusive shares add up to more than 1. A line's
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from tracelink.aggregate.graph_tables import per_graph
-from tracelink.frames import LIBRARY_FRAMES, is_library, user_frame
+from tracelink.compile.frames import LIBRARY_FRAMES, is_library, user_frame
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
 # what the split at the machine's roofs reads on the graph (set by set_roofs)

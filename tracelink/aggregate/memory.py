@@ -28,7 +28,7 @@ import pandas as pd
 from tracelink.aggregate import user_lines
 from tracelink.aggregate.components import component_of
 from tracelink.collect.memory import Allocation, MemoryCapture
-from tracelink.frames import LIBRARY_FRAMES
+from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.provenance.graph import ops_of_call_site
 from tracelink.provenance.memory_plan import Alloca, PlannedCommand, StreamPlan
 

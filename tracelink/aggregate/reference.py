@@ -2,7 +2,7 @@
 
 The reference's samples (:mod:`tracelink.collect.reference`: each op's self time with its Python stack
 and module path, or an onnxruntime node's time at the node's place in the model) are folded into lines
-by the rule IREE's dispatches follow in the user view: library frames (:mod:`tracelink.frames`) count for
+by the rule IREE's dispatches follow in the user view: library frames (:mod:`tracelink.compile.frames`) count for
 the innermost frame of the model's code, so a ``transformers`` model's ``modeling_*.py`` lines are the
 user's. The profiler's per-op overhead inflates small ops, so the profiled times give only the split:
 they are scaled so the lines sum to the reference's unprofiled call (the race's median). IREE's time per
@@ -19,7 +19,7 @@ import pandas as pd
 from tracelink.aggregate.components import component_table
 from tracelink.aggregate.speedup import summarize
 from tracelink.collect.reference import LABELS, ReferenceResult
-from tracelink.frames import LIBRARY_FRAMES, user_frame
+from tracelink.compile.frames import LIBRARY_FRAMES, user_frame
 
 LOSS_RATIO = 1.5  # a line where IREE takes more than this times the reference's time is marked
 LINE_COLUMNS = ["file", "line", "iree_ns", "reference_ns", "ratio", "only_in", "iree_loses", "reference"]

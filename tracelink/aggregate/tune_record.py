@@ -67,13 +67,14 @@ import pandas as pd
 
 from tracelink.atomic import make_directory, open_for_writing, remove_path, write_atomic, write_text_atomic
 from tracelink.errors import TracelinkError
+from tracelink.profile_dir import files
 
-RECORDS_FILE = Path("tune") / "records.jsonl"
-STRATEGIES_FILE = Path("tune") / "strategies.json"
-TRIALS_FILE = Path("tune") / "trials.csv"
-SCHEDULE_FILE = Path("tune") / "schedule.csv"
-SUMMARY_FILE = Path("tune") / "summary.csv"
-CHECK_FILE = Path("tune") / "program_check.json"
+RECORDS_FILE = Path(files.TUNE_RECORDS)
+STRATEGIES_FILE = Path(files.TUNE_STRATEGIES)
+TRIALS_FILE = Path(files.TUNE_TRIALS)
+SCHEDULE_FILE = Path(files.TUNE_SCHEDULE)
+SUMMARY_FILE = Path(files.TUNE_SUMMARY)
+CHECK_FILE = Path(files.TUNE_CHECK)
 STRATEGY_KINDS = ("strategies", "strategy", "per_line", "placement", "lost")  # the strategy search's records
 TILE_KINDS = ("tiles", "tile", "round", "dispatch", "program_check")  # the tile search's records
 SCHEMA = 1

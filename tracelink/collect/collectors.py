@@ -27,6 +27,7 @@ from tracelink.collect.tracy.gpu import gpu_executions
 from tracelink.compile.targets import device_target
 from tracelink.errors import TracelinkError, first_line
 from tracelink.tools import InBackground, ToolRun
+from tracelink.profile_dir import files
 
 
 @dataclass
@@ -159,7 +160,7 @@ def run_device_profile(first: ToolRun, request: RunRequest) -> tuple[Path, dict]
         if TIMESTAMP_LOSS not in str(error):
             raise
         failure = first_line(error)
-    (request.artifacts / "run.log").replace(request.artifacts / "run.failed.log")
+    (request.artifacts / files.RUN_LOG).replace(request.artifacts / "run.failed.log")
     rerun = start_hal_profile(request.vmfb, request.function, request.inputs, request.parameters, request.iterations,
                               request.artifacts, request.device, DEVICE_PROFILING_MODES)
     return export_hal_profile(rerun, request.artifacts, request.timeout_s), {"profiler_rerun_after": failure}

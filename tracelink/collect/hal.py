@@ -24,6 +24,7 @@ from tracelink.collect.events import make_events, match_call_sites
 from tracelink.collect.hal_losses import submission_iterations
 from tracelink.iree_tools import benchmark_command, benchmark_times_ns, profile_export_command
 from tracelink.tools import ToolRun
+from tracelink.profile_dir import files
 
 SCHEMA_VERSION = 15
 MEMORY_MODE = "memory-events"  # queue allocations and their pools: a few records per call, in a stream of their own
@@ -53,7 +54,7 @@ def start_hal_profile(
         f"--benchmark_out={output_dir / BENCHMARK_REPORT}", "--benchmark_out_format=json",
     ]
     archives = f" with parameters {', '.join(parameters)}" if parameters else ""  # the runtime's errors name no archive
-    return ToolRun(command, output_dir / "run.log", f"iree-benchmark-module on {vmfb.name}{archives}")
+    return ToolRun(command, output_dir / files.RUN_LOG, f"iree-benchmark-module on {vmfb.name}{archives}")
 
 
 def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path:

@@ -27,6 +27,7 @@ from tracelink.compile.targets import device_target
 from tracelink.errors import TracelinkError, first_line
 from tracelink.iree_tools import run_module_command
 from tracelink.provenance.executable_workloads import DispatchConstants
+from tracelink.profile_dir import files
 
 SYSTEM_LIBRARY_FLAG = "--iree-llvmcpu-link-embedded=false"
 SIZES_DIR = "sizes"
@@ -64,7 +65,7 @@ class HookedSizes:
         compiled = self.compiled()
         vmfb = compiled.vmfb if SYSTEM_LIBRARY_FLAG in compiled.flags else self._system_library_build(compiled)
         command = run_module_command(vmfb, self.entry, self.inputs, self.parameters, device="local-sync")
-        hooked = run_hooked(command, self.directory / "hook", timeout_s=self.timeout_s, log=self.directory / "run.log")
+        hooked = run_hooked(command, self.directory / "hook", timeout_s=self.timeout_s, log=self.directory / files.RUN_LOG)
         constants: dict[str, list[tuple[int, ...]]] = {}
         for export, values in zip(hooked.events["export"], hooked.constants):
             if isinstance(export, str):

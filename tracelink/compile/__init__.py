@@ -17,11 +17,12 @@ from pathlib import Path
 
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
-from tracelink.outdir import ensure_inside
+from tracelink.profile_dir.claim import ensure_inside
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.targets import TARGET_FLAGS, device_target, target_flags  # TARGET_FLAGS: llvm-cpu's, for callers
 from tracelink.iree_tools import TUNING_SPEC_FLAG, compile_command, safe_threading
 from tracelink.tools import ToolRun, compiler_version, open_files
+from tracelink.profile_dir import files
 
 
 PHASE_POLL_S = 0.02  # how often a reader waiting for a phase's dump looks again
@@ -121,7 +122,7 @@ class PendingCompile:
         self.artifacts = artifacts
         self.options = options
         self.flags = safe_threading(compile_flags(options, artifacts, dumps))
-        self.vmfb = artifacts / "app.vmfb"
+        self.vmfb = artifacts / files.VMFB
         self.started = time.perf_counter()
         command = compile_command(self.input_path, self.vmfb, self.flags)
         self.run = ToolRun(command, artifacts / "compile.log", f"{self.input_path}: iree-compile")
@@ -184,7 +185,7 @@ def compile_program(input_path: Path, artifacts: Path, options: CompileOptions, 
 
 def write_manifest(artifacts: Path, entries: dict) -> Path:
     """Merge ``entries`` into ``artifacts/manifest.json`` (written atomically) and return its path."""
-    path = artifacts / "manifest.json"
+    path = artifacts / files.MANIFEST
     manifest = json.loads(path.read_text()) if path.exists() else {}
     manifest.update(entries)
     return write_text_atomic(path, json.dumps(manifest, indent=2, default=str))

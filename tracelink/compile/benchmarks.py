@@ -25,6 +25,7 @@ from tracelink.compile import CompileOptions, compile_flags, dumped_phases
 from tracelink.errors import TracelinkError
 from tracelink.iree_tools import compile_command
 from tracelink.tools import ToolRun
+from tracelink.profile_dir import files
 
 SUFFIX = "_benchmark.mlir"
 SOURCES_PHASE = "executable-sources"  # the dump they are compiled from
@@ -71,7 +72,7 @@ def ensure_benchmark_dumps(artifacts: Path, wanted: Iterable[object], timeout_s:
 
 def recorded_options(artifacts: Path) -> CompileOptions:
     """The compile options the profile's manifest records."""
-    manifest = artifacts / "manifest.json"
+    manifest = artifacts / files.MANIFEST
     try:
         recorded = json.loads(manifest.read_text())["compiler"]["options"]
         return CompileOptions.from_record(recorded)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from tracelink.frames import LIBRARY_FRAMES
-from tracelink.profile_dir import Profile
+from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import audit_of
 from tracelink.ir_utils import new_context
 from tracelink.report.gains import gain_data

@@ -13,7 +13,7 @@ from tracelink.collect.hal_losses import DISPATCH_STREAM
 from tracelink.textsafe import XML_INVALID
 
 if TYPE_CHECKING:
-    from tracelink.profile_dir import Profile
+    from tracelink.profile_dir.profile import Profile
 
 
 def clean(text: str) -> str:

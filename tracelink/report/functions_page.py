@@ -11,12 +11,13 @@ from lxml import etree
 from lxml import html as lxml_html
 
 from tracelink.atomic import write_atomic
-from tracelink.function_profiles import FunctionProfiles
+from tracelink.profile_dir.functions import FunctionProfiles
 from tracelink.report.fmt import el, ns, pct, size
 from tracelink.report.html import viewer_assets
 from tracelink.report.summary import short_paths
 from tracelink.report.widgets import grid_table
 from tracelink.version import __version__
+from tracelink.profile_dir import files
 
 LINES_SHOWN = 30
 
@@ -25,7 +26,7 @@ def build_functions_report(result: FunctionProfiles) -> Path:
     """Write ``report.html`` at the top of the directory."""
     root = functions_page(result)
     text = lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="unicode", method="html") + "\n"
-    return write_atomic(result.directory / "report.html", lambda temporary: temporary.write_text(text, encoding="utf-8"))
+    return write_atomic(result.directory / files.REPORT, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
 def functions_page(result: FunctionProfiles) -> etree._Element:
@@ -61,7 +62,7 @@ def functions_section(main, result: FunctionProfiles) -> None:
         for text in (ns(entry["wall_ns_per_call"]), ns(entry["dispatch_ns_per_call"]), pct(entry["host_share"]),
                      str(entry["call_sites"]), size(entry["peak_bytes"])):
             el(row, "td", None, text)
-        el(el(row, "td"), "a", href=f"{entry['directory']}/report.html", text=f"{entry['directory']}/report.html")
+        el(el(row, "td"), "a", href=f"{entry['directory']}/{files.REPORT}", text=f"{entry['directory']}/{files.REPORT}")
 
 
 def lines_section(main, result: FunctionProfiles, functions: list[str]) -> None:

@@ -33,8 +33,9 @@ from tracelink.report.fmt import el, ns, pct
 from tracelink.report.model import ReportModel
 from tracelink.report.view_data import Gain, Gains, TunedDispatch, interval_text
 from tracelink.report.widgets import grid_table, line_link, number_text, op_link
+from tracelink.profile_dir import files
 
-DIFF_FILE = "diff.csv"
+DIFF_FILE = files.DIFF_TABLE
 ROUND_COLUMNS = ("base_rounds", "tuned_rounds")  # each op's median in every round, which a line's gain is computed from
 REQUIRED = ("label", "file", "line", "base_ns", "tuned_ns", *ROUND_COLUMNS)
 TOP_GAINS = 15
@@ -126,10 +127,10 @@ def add_tune_results(model: ReportModel, gains: Gains) -> None:
 def tune_summary_path(directory: Path) -> Path | None:
     """The base profile's tune/summary.csv, from the base ``tracelink diff`` recorded in diff.json."""
     try:
-        base = json.loads((directory / "diff.json").read_text()).get("base")
+        base = json.loads((directory / files.DIFF_SUMMARY).read_text()).get("base")
     except (OSError, ValueError, AttributeError):
         return None
-    path = Path(base) / "tune" / "summary.csv" if isinstance(base, str) and base else None
+    path = Path(base) / files.TUNE_SUMMARY if isinstance(base, str) and base else None
     return path if path is not None and path.is_file() else None
 
 
@@ -155,7 +156,7 @@ def tuned_dispatches(summary: pd.DataFrame, model: ReportModel) -> list[TunedDis
 
 def read_end_to_end(directory) -> Gain | None:
     """The end-to-end gain ``tracelink diff`` writes to diff.json, when present and readable."""
-    path = directory / "diff.json"
+    path = directory / files.DIFF_SUMMARY
     try:
         total = json.loads(path.read_text())["end_to_end"]
         return Gain(finite(total["speedup"]), finite(total["ci_low"]), finite(total["ci_high"]), total["base_ns"], total["tuned_ns"])

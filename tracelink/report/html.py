@@ -32,7 +32,7 @@ from lxml import html as lxml_html
 from tracelink.version import __version__
 from tracelink.atomic import make_directory, write_atomic
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.report.assemble import build_model
 from tracelink.report.audit import audit_section
 from tracelink.report.dispatches import dispatch_section
@@ -49,6 +49,7 @@ from tracelink.report.summary_section import summary_section
 from tracelink.report.viewer_contract import viewer_data
 from tracelink.report.workgroups import workgroup_templates
 from tracelink.report.zones import runtime_section
+from tracelink.profile_dir import files
 
 # The stylesheet, then the scripts, inlined in this order into one script element (report.js uses what drill.js defines).
 ASSETS = ("report.css", "drill.js", "report.js")
@@ -73,7 +74,7 @@ def build_report(profile_or_dir: Profile | Path | str, output: Path | None = Non
     The whole page is built in memory and written atomically: a failure leaves any previous report intact.
     """
     profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
-    output = Path(output) if output is not None else profile.directory / "report.html"
+    output = Path(output) if output is not None else profile.directory / files.REPORT
     page_bytes = render_report(profile, sources)
     make_directory(output.parent)
     return write_atomic(output, lambda temporary: temporary.write_bytes(page_bytes))

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from tracelink.aggregate.components import component_table, kind_table
-from tracelink.function_profiles import FunctionProfiles
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.functions import FunctionProfiles
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import concrete, lower_bound_mark
 from tracelink.report.strategies import advised, strategies_document
 

@@ -26,7 +26,7 @@ import pandas as pd
 from iree.compiler import ir
 
 from tracelink.aggregate import op_line_shares
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import concrete, file_name, lower_bound_mark, text_or_empty

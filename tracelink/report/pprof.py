@@ -26,8 +26,9 @@ from google.protobuf.message import Message
 
 from tracelink.aggregate import attribution
 from tracelink.atomic import write_atomic
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind
+from tracelink.profile_dir import files
 
 PACKAGE = "perftools.profiles"
 # pprof's profile.proto (github.com/google/pprof/proto/profile.proto): message -> (field, number, type, repeated, message type)
@@ -163,6 +164,6 @@ def add_samples(message: Message, stacks: list[tuple[float, list[int]]]) -> None
 
 def write_pprof(profile: Profile, path: Path | None = None) -> Path:
     """Write ``profile.pb.gz`` (gzipped pprof) into the profile directory, or to ``path``."""
-    path = Path(path) if path is not None else profile.directory / "profile.pb.gz"
+    path = Path(path) if path is not None else profile.directory / files.PPROF
     data = gzip.compress(build_pprof(profile).SerializeToString(), mtime=0)
     return write_atomic(path, lambda p: p.write_bytes(data))

@@ -10,7 +10,7 @@ The allowed roots come from the command line of the run, never from the profile 
 be someone else's: ``profile`` allows the program's directory, ``--source-root`` directories and the
 local side of ``--source-map`` (and the working directory only when the program is under it and it is
 neither / nor the home directory or above it), and records them in profile.json signed with this
-user's key (:mod:`tracelink.signing`). ``report`` allows what its own command line names, and the
+user's key (:mod:`tracelink.report.signing`). ``report`` allows what its own command line names, and the
 recorded roots only when the signature holds: an edited or received profile.json names no root. The
 dumps a profile points at (``source_file``) are read only inside its artifacts directory.
 
@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelink.signing import sign, signed_by_this_user
+from tracelink.report.signing import sign, signed_by_this_user
 
 SYSTEM_ROOTS = (Path("/dev"), Path("/proc"), Path("/sys"))
 NO_SOURCES = "sources not embedded (--no-sources)"

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracelink.aggregate.advice import HELPED, Strategies, advise, effects, ratio_text
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.widgets import grid_table, section
 

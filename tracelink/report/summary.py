@@ -24,13 +24,14 @@ from rich.table import Table
 from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.aggregate.reference import LOSS_RATIO
-from tracelink.function_profiles import FunctionProfiles
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.functions import FunctionProfiles
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.device_time import device_time_parts
 from tracelink.report.fmt import concrete, flushed_run_text, lower_bound_mark, missing_events_text, ns, pct, rate, size, text_or_empty
 from tracelink.report.model import short_export
 from tracelink.report.strategies import advised, print_strategies
 from tracelink.textsafe import TerminalConsole
+from tracelink.profile_dir import files
 
 PATH_WIDTH = 30
 # Width of the tables when the output is not a terminal (a pipe or a file): wide enough for every
@@ -141,8 +142,8 @@ def print_function_profiles(result: FunctionProfiles, console: Console, top: int
         for row in lines.itertuples(index=False):
             table.add_row(escape(f"{shown.get(row.file, row.file)}:{row.line}"), *(ns(row[2 + i]) for i in range(len(result.profiles))))
         console.print(table)
-    console.print(f"written to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}; "
-                  f"each function's profile is in {escape(str(result.directory / 'functions'))}/<name>/")
+    console.print(f"written to {escape(str(result.directory))}/ — open {escape(str(result.directory / files.REPORT))}; "
+                  f"each function's profile is in {escape(str(result.directory / files.FUNCTIONS))}/<name>/")
 
 
 def headline(summary: dict) -> str:
@@ -314,7 +315,7 @@ def print_audit(result: Profile, console: Console) -> None:
     console.print(
         "audit: " + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in cover["audit_counts"].items())
         + "".join(f"\n  {count} {escape(reason)}" for reason, count in cover.get("audit_reasons", {}).items())
-        + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / 'report.html'))}"
+        + f"\nwritten to {escape(str(result.directory))}/ — open {escape(str(result.directory / files.REPORT))}"
     )
 
 

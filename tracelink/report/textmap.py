@@ -127,7 +127,7 @@ def program_text_ops(path: Path) -> tuple[list[TextOp] | None, frozenset[str]]:
 
 
 # The last program parsed, by its file's identity: `tracelink profile` parses it beside the compiler
-# (:mod:`tracelink.provenance_job`), and the report built at the end reuses it.
+# (:mod:`tracelink.pipeline.provenance_job`), and the report built at the end reuses it.
 @functools.lru_cache(maxsize=1)
 def parsed_program(path: Path, mtime_ns: int, size: int) -> tuple[list[TextOp] | None, frozenset[str]]:
     try:
@@ -146,7 +146,7 @@ class DumpText:
 
 
 # Dumps parsed, by the file's identity and the program's function locations: `tracelink profile` parses
-# them beside the compiler (:mod:`tracelink.provenance_job`) and the report built at the end reuses them.
+# them beside the compiler (:mod:`tracelink.pipeline.provenance_job`) and the report built at the end reuses them.
 PARSED_DUMPS: dict[tuple[Path, int, int, frozenset[str]], DumpText] = {}
 MAX_PARSED_DUMPS = 4096  # one program's executables; a later program's replace them
 

@@ -30,10 +30,11 @@ from pathlib import Path
 import pandas as pd
 
 from tracelink.atomic import write_atomic
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.provenance.graph import ops_of_call_site
 from tracelink.report.fmt import lower_bound_mark
 from tracelink.report.workgroups import counter_names
+from tracelink.profile_dir import files
 
 PID = 1
 ITERATION_TID = 0
@@ -319,6 +320,6 @@ def short_export(name: str) -> str:
 def write_trace(profile: Profile | Path | str, path: Path | None = None) -> Path:
     """Write the Chrome trace JSON of a profile (default ``<dir>/trace.json``), atomically."""
     profile = profile if isinstance(profile, Profile) else load_profile(Path(profile))
-    path = Path(path) if path is not None else profile.directory / "trace.json"
+    path = Path(path) if path is not None else profile.directory / files.TRACE
     text = json.dumps(trace_events(profile), separators=(",", ":"))
     return write_atomic(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))

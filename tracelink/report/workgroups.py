@@ -18,7 +18,7 @@ import pandas as pd
 
 from tracelink.aggregate import attribution
 from tracelink.collect.hook_tables import WORKGROUP_COLUMNS
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.model import ReportModel
 from tracelink.report.svg import heat_map, histogram

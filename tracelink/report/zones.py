@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import el, ns, pct
 from tracelink.report.svg import iteration_split, zone_timeline
 from tracelink.report.view_data import ZoneData

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from tracelink.aggregate import user_lines
-from tracelink.frames import LIBRARY_FRAMES
-from tracelink.profile_dir import Profile
-from tracelink.tune.diff import load_pair, paired_rounds
+from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.profile_dir.profile import Profile
+from tracelink.compare.diff import load_pair, paired_rounds
 from tracelink.aggregate.speedup import speedup_of
 
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.tune.config import TuneConfig
-from tracelink.tune.diff import rerun, run_inputs, run_parameters
+from tracelink.compare.diff import rerun, run_inputs, run_parameters
 from tracelink.collect.rounds import alternate, time_program
 from tracelink.tune.spec import Choice, Tuning, check_applied, compile_variant, write_tuning
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.targets import Outcome, one_line
 from tracelink.tune.tuners.loop import Report, no_report
+from tracelink.profile_dir import files
 
 
 # What a user would try first: IREE's whole-program options, timed next to the tuned build.
@@ -46,7 +47,7 @@ def check_in_program(profile: Profile, builds: dict[str, Path], rounds: int, rep
     function, inputs, parameters = profile.summary["function"], run_inputs(profile), run_parameters(profile)
     calls = max(5, int(profile.summary.get("repetitions", 10)))
     runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, 600.0)
-            for v in (base or profile.artifacts / "app.vmfb", *builds.values())]
+            for v in (base or profile.artifacts / files.VMFB, *builds.values())]
     what = f"timing the program's builds ({', '.join(builds)}) against the {base.parent.name if base else 'profiled'} one"
     base, *others = alternate(runs, rounds, lambda number: report(what, number, rounds))
     return {name: summarize(base, times) for name, times in zip(builds, others)}

@@ -21,6 +21,7 @@ from tracelink.aggregate.tune_record import RecordLog
 from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError, first_line
 from tracelink.tune.cluster import Cluster
+from tracelink.profile_dir import files
 
 
 class LostError(TracelinkError):
@@ -156,7 +157,7 @@ class RayWork:
         write_text_atomic(job.directory / "compile.log", result["log"])
         if "error" in result:
             return TracelinkError(result["error"])
-        vmfb = job.directory / "app.vmfb"
+        vmfb = job.directory / files.VMFB
         vmfb.write_bytes(result["vmfb"])
         return vmfb
 

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.program_check import (baselines_alone, best_baseline, build_baselines, check_in_program,
                                           compare_with_flags, validate_in_program)
@@ -28,6 +28,7 @@ from tracelink.tune.targets import Outcome, Target, select_targets
 from tracelink.tune.tile_search import search_tiles
 from tracelink.tune.trial_log import TrialLog
 from tracelink.tune.tuners.loop import Budget, Report
+from tracelink.profile_dir import files
 
 
 def shared_choices(choices: list[Choice], tunable: list[Target]) -> list[Choice]:
@@ -58,7 +59,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     when no config was kept, the flag baselines alone, see :func:`baselines_alone`), each dispatch's
     outcome and the check recorded in the log."""
     targets, tunable = announce_targets(profile, config, dispatch_name, console)
-    workdir = profile.directory / "tune"
+    workdir = profile.directory / files.TUNE
     log = TrialLog(profile.directory, resume)
     outcomes = search_tiles(targets, config, workdir, log, console, budget)
     try:
@@ -118,7 +119,7 @@ def chosen_configs(outcomes: list[Outcome], tunable: list[Target], workdir: Path
     if not any(o.configuration for o in outcomes):
         notes = "; ".join(o.note if o.note.startswith(o.export) else f"{o.export}: {o.note}" for o in outcomes)
         if any(o.trials for o in outcomes):
-            raise TracelinkError(f"{workdir / 'trials.csv'}: every candidate failed ({notes})")
+            raise TracelinkError(f"{workdir.parent / files.TUNE_TRIALS}: every candidate failed ({notes})")
         raise TracelinkError(notes)
     choices = [Choice(o.dispatch, o.fields, o.speedup) for o in outcomes if o.selected]
     for choice in shared_choices(choices, tunable) if choices else []:

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tracelink.errors import TracelinkError
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.remote import RayWork
 from tracelink.tune.run import tune_profile
@@ -25,6 +25,7 @@ from tracelink.tune.spec import Tuning
 from tracelink.tune.strategy import ProfileBuild, SearchResult, search_strategies
 from tracelink.tune.strategy_space import option_flags
 from tracelink.tune.tuners.loop import Budget
+from tracelink.profile_dir import files
 
 
 @dataclass
@@ -55,9 +56,9 @@ class Session:
     def handed_build(self) -> Path | None:
         """The compiled program handed over (None: the default build is best)."""
         if self.tuning is not None:
-            return self.tuned_profile.directory / "tune" / "spec_check" / "app.vmfb"
+            return self.tuned_profile.directory / files.TUNE / "spec_check" / files.VMFB
         if self.strategy_flags():
-            return self.tuned_profile.artifacts / "app.vmfb"
+            return self.tuned_profile.artifacts / files.VMFB
         return None
 
 

@@ -30,6 +30,7 @@ from tracelink.tools import compiler_failure, run_tool
 from tracelink.ir_utils import walk
 from tracelink.tune.candidates import set_root_config
 from tracelink.tune.dispatch import Dispatch, config_fields, config_text, indexing_maps, is_root
+from tracelink.profile_dir import files
 
 # Flags of the profiling build that only dump or annotate; they are dropped when checking a spec.
 DUMP_FLAG_PREFIXES = (
@@ -221,7 +222,7 @@ def compile_variant(program: Path, flags: list[str], extra: list[str], workdir: 
     The command and the compiler's messages go to ``workdir/compile.log``; ``what`` names the variant in errors."""
     remove_path(workdir, workdir.parent)  # dumps of an earlier build must not be read as this one's
     make_directory(workdir)
-    vmfb = workdir / "app.vmfb"
+    vmfb = workdir / files.VMFB
     kept = [flag for flag in flags if not flag.startswith(DUMP_FLAG_PREFIXES)]
     command = compile_command(program, vmfb, [*kept, *extra])
     try:

@@ -46,9 +46,9 @@ from rich.console import Console
 from tracelink.errors import TracelinkError, first_line
 from tracelink.aggregate.tune_record import STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document
 from tracelink.atomic import make_directory
-from tracelink.profile_dir import Profile
+from tracelink.profile_dir.profile import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines
-from tracelink.tune.diff import run_inputs, run_parameters
+from tracelink.compare.diff import run_inputs, run_parameters
 from tracelink.collect.outputs import outputs_agree, result_count, run_outputs
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.progress import ProgressBar
@@ -61,6 +61,7 @@ from tracelink.tune.strategy_space import (OPTIONS, ROOT_OP_OF, Candidate, Optio
                                            option_flags)
 from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner, Race
 from tracelink.tune.tuners.loop import DEADLINE, AfterBatch, Budget, Callback, Report, no_report, tune
+from tracelink.profile_dir import files
 
 
 @dataclass
@@ -91,7 +92,7 @@ class StrategySearch:
         self.flags = list(profile.manifest.get("compiler", {}).get("flags", []))
         self.function = profile.summary["function"]
         self.inputs, self.parameters = run_inputs(profile), run_parameters(profile)
-        self.workdir = profile.directory / "tune" / "strategies"
+        self.workdir = profile.directory / files.TUNE / "strategies"
         self.log = RecordLog(profile.directory, STRATEGY_KINDS, resume)
         self.earlier = resumed_strategies(self.log) if resume else {}
         # on Ray: builds and races run as its tasks, and an earlier session's recorded races are not run again
@@ -199,7 +200,7 @@ class StrategySearch:
         entry = self.earlier.get(candidate.name)
         if entry is None or list(entry.flags) != option_flags(candidate.option) or entry.status == "not run":
             return False
-        vmfb = self.workdir / directory_name(candidate.name) / "app.vmfb"
+        vmfb = self.workdir / directory_name(candidate.name) / files.VMFB
         if entry.status in ("compile failed", "wrong outputs"):
             candidate.status, candidate.reason = entry.status, entry.reason
             return True
@@ -212,7 +213,7 @@ class StrategySearch:
 
     def _reference(self) -> list[np.ndarray]:
         if self.reference is None:
-            base = self.profile.artifacts / "app.vmfb"
+            base = self.profile.artifacts / files.VMFB
             count = result_count(base, self.function, self.inputs, self.parameters, 600.0)
             self.reference = run_outputs(base, self.function, self.inputs, self.parameters, count,
                                          self.workdir / "default_outputs", 600.0)
@@ -261,7 +262,7 @@ class StrategySearch:
         Returns the per-round times of the default, then of each of ``racing`` (None: not raced, an
         earlier session's race kept, or lost on Ray)."""
         calls = self.options.calls
-        builds = [self.profile.artifacts / "app.vmfb", *(c.vmfb for c in racing)]
+        builds = [self.profile.artifacts / files.VMFB, *(c.vmfb for c in racing)]
         race = "final race" if stage == FINAL_STAGE else "race"
         what, rounds = f"strategies: {race} of {len(racing)} build(s) against the default", max(2, rounds)
         if self.work is None:
@@ -412,7 +413,7 @@ def _profile_strategy(search: StrategySearch, candidate: Candidate, profile_buil
     profile, result, options = search.profile, search.result, search.options
     if search.budget.left_s() <= 0:
         return
-    directory = profile.directory / "tune" / "strategies" / directory_name(candidate.name) / "profile"
+    directory = profile.directory / files.TUNE / "strategies" / directory_name(candidate.name) / "profile"
     try:
         search.report(f"strategies: profiling the program built with {candidate.name} and diffing it line by line", 0, 1)
         profile_build(option_flags(candidate.option), directory, candidate.program)

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from tracelink.errors import TracelinkError, first_line
 from tracelink.compile.frontends.extras import EXTRAS
+from tracelink.profile_dir import files
 
 if TYPE_CHECKING:
     import numpy as np
 
-EXPORTED_NAME = "exported.mlir"
+EXPORTED_NAME = files.EXPORTED
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 from tracelink.compile import PHASE_POLL_S, CompileOptions, PendingCompile, dumped_phases, write_manifest
 from tracelink.compile.frontends import ExportedModel, PythonModel, export_model, is_torch_module
 from tracelink.compile.program_text import check_program_text
-from tracelink.frames import LIBRARY_FRAMES
+from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.tools import reap, wait_for_exit
 
 INPUT_PHASE = "input"  # the compiler's first phase, where it converts the torch dialect

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError
-from tracelink.frames import LIBRARY_FRAMES, user_frame
+from tracelink.compile.frames import LIBRARY_FRAMES, user_frame
 from tracelink.iree_tools import compile_command
 from tracelink.tools import run_tool
 
@@ -101,7 +101,7 @@ def torch_name(op: Any) -> str:
 
 
 def user_line(location: Any, frame_rules: tuple[str, ...]) -> str:
-    """``file:line`` of a location's first frame outside library code (:mod:`tracelink.frames`), else ''."""
+    """``file:line`` of a location's first frame outside library code (:mod:`tracelink.compile.frames`), else ''."""
     frames = file_frames(location)
     if not frames:
         return ""

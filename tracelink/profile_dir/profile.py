@@ -17,10 +17,10 @@ from tracelink.aggregate import set_roofs
 from tracelink.aggregate.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
-from tracelink.outdir import FORMAT_VERSION, MARKER
+from tracelink.profile_dir.claim import FORMAT_VERSION
 from tracelink.provenance.graph import read_graph
+from tracelink.profile_dir import files
 
-TABLES = ("call_sites", "exports", "source_ops", "source_lines")
 # Columns every reader of a table relies on; a table without them is corrupt.
 REQUIRED_COLUMNS = {
     "call_sites": ("call_site", "export", "count", "total_ns", "mean_ns", "share"),
@@ -35,9 +35,8 @@ SUMMARY_FIELDS = {"program": str, "function": str, "iterations": int, "coverage"
 # host_time's figures the summary and the report compute with (absent or null: not measured)
 HOST_TIME_NUMBERS = ("wall_ns_per_call", "dispatch_busy_ns_per_call", "between_dispatches_ns_per_call",
                      "outside_dispatches_ns_per_call", "host_share")
-OPTIONAL_FRAMES = ("workgroups", "zones")
-OPTIONAL_TABLES = ("memory_lines", "memory_components",  # profiles written before memory was recorded lack them
-                   "reference_lines", "reference_components")  # the framework's own run per line and component (--compare)
+# profiles written before memory, or the framework's run (--compare), was recorded lack them
+OPTIONAL_TABLES = (*files.MEMORY_TABLES, *files.REFERENCE_TABLES)
 
 
 @dataclass
@@ -64,11 +63,11 @@ class Profile:
 
     @property
     def artifacts(self) -> Path:
-        return self.directory / "artifacts"
+        return self.directory / files.ARTIFACTS
 
     @property
     def manifest(self) -> dict:
-        path = self.artifacts / "manifest.json"
+        path = self.artifacts / files.MANIFEST
         return json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -79,35 +78,35 @@ def write_profile(profile: Profile) -> None:
     survives a failing run), and nothing after that changes it.
     """
     directory = profile.directory
-    write_atomic(directory / "events.parquet", lambda p: profile.events.to_parquet(p, index=False))
-    for name in TABLES:
+    write_atomic(directory / files.EVENTS, lambda p: profile.events.to_parquet(p, index=False))
+    for name in files.TABLES:
         table: pd.DataFrame = getattr(profile, name)
-        write_atomic(directory / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
+        write_atomic(directory / files.csv(name), lambda p, t=table: t.to_csv(p, index=False))
     for name in OPTIONAL_TABLES:
         table = getattr(profile, name)
         if table is not None:
-            write_atomic(directory / f"{name}.csv", lambda p, t=table: t.to_csv(p, index=False))
-    for name in OPTIONAL_FRAMES:
+            write_atomic(directory / files.csv(name), lambda p, t=table: t.to_csv(p, index=False))
+    for name in files.OPTIONAL_FRAMES:
         frame: pd.DataFrame | None = getattr(profile, name)
         if frame is not None:
-            write_atomic(directory / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p, index=False))
+            write_atomic(directory / files.parquet(name), lambda p, f=frame: f.to_parquet(p, index=False))
     write_profile_summary(profile)
 
 
 def write_profile_summary(profile: Profile) -> None:
     """Write ``profile.json`` (the summary) alone."""
-    write_text_atomic(profile.directory / "profile.json", json.dumps(profile.summary, indent=2, default=str))
+    write_text_atomic(profile.directory / files.SUMMARY, json.dumps(profile.summary, indent=2, default=str))
 
 
 def load_profile(directory: Path) -> Profile:
     """Read a profile directory written by ``tracelink profile``; a damaged file is one clear error."""
     directory = Path(directory)
-    summary_path = directory / "profile.json"
+    summary_path = directory / files.SUMMARY
     if not summary_path.is_file():
         raise TracelinkError(f"{directory}: not a profile directory (no profile.json; run 'tracelink profile' first)")
     check_marker(directory)
-    tables = {name: read_table(directory / f"{name}.csv", REQUIRED_COLUMNS[name]) for name in TABLES}
-    summary, graph = read_summary(summary_path), read_graph_file(directory / "provenance.json")
+    tables = {name: read_table(directory / files.csv(name), REQUIRED_COLUMNS[name]) for name in files.TABLES}
+    summary, graph = read_summary(summary_path), read_graph_file(directory / files.GRAPH)
     machine = summary.get("machine") if isinstance(summary.get("machine"), dict) else {}
     peaks = [value if is_number(value) and value > 0 else None for value in (machine.get("peak_gflops"), machine.get("peak_gbps"))]
     sites = tables["call_sites"]
@@ -118,17 +117,17 @@ def load_profile(directory: Path) -> Profile:
         strategies=read_strategies(directory),
         directory=directory,
         summary=summary,
-        events=read_frame(directory / "events.parquet", lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
+        events=read_frame(directory / files.EVENTS, lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
         graph=graph,
         **tables,
-        **{name: read_frame(directory / f"{name}.parquet") for name in OPTIONAL_FRAMES if (directory / f"{name}.parquet").exists()},
-        **{name: read_table(directory / f"{name}.csv") for name in OPTIONAL_TABLES if (directory / f"{name}.csv").exists()},
+        **{name: read_frame(directory / files.parquet(name)) for name in files.OPTIONAL_FRAMES if (directory / files.parquet(name)).exists()},
+        **{name: read_table(directory / files.csv(name)) for name in OPTIONAL_TABLES if (directory / files.csv(name)).exists()},
     )
 
 
 def check_marker(directory: Path) -> None:
     """Refuse a profile written in another format version (a directory without a marker predates it)."""
-    marker = directory / MARKER
+    marker = directory / files.MARKER
     if not marker.is_file():
         return
     try:
@@ -149,7 +148,7 @@ def read_summary(path: Path) -> dict:
         raise TracelinkError(f"{path}: corrupt (not a JSON object)")
     if isinstance(functions := summary.get("functions"), list) and "function" not in summary:  # the top of several functions' profiles
         names = ", ".join(str(entry.get("function")) for entry in functions if isinstance(entry, dict))
-        raise TracelinkError(f"{path.parent}: a profile of several functions ({names}); name one: {path.parent / 'functions'}/<function>")
+        raise TracelinkError(f"{path.parent}: a profile of several functions ({names}); name one: {path.parent / files.FUNCTIONS}/<function>")
     for key, kind in SUMMARY_FIELDS.items():
         if not isinstance(summary.get(key), kind):
             raise TracelinkError(f"{path}: corrupt ('{key}' missing or not a {kind.__name__})")

@@ -15,11 +15,11 @@ from types import ModuleType
 
 from tracelink.compile import CompileOptions
 from tracelink.compile.targets import DEVICES
-from tracelink.arguments import add_source_arguments, at_least, positive_float
-from tracelink.frames import LIBRARY_FRAMES
+from tracelink.commands.arguments import add_source_arguments, at_least, positive_float
+from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.errors import TracelinkError
 from tracelink.collect.reference import DEFAULT as DEFAULT_COMPARE, parse_compare
-from tracelink.options import COLLECTORS, FunctionRun, ProfileOptions, default_collector, start_compile
+from tracelink.pipeline.options import COLLECTORS, FunctionRun, ProfileOptions, default_collector, start_compile
 
 
 class StartFunction(argparse.Action):
@@ -128,7 +128,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
                                    aggregated=None if options.functions else render_tables)
     finally:
         pending.stop()
-    several = isinstance(result, importlib.import_module("tracelink.function_profiles").FunctionProfiles)
+    several = isinstance(result, importlib.import_module("tracelink.profile_dir.functions").FunctionProfiles)
     if several:
         summary.print_function_profiles(result, console)
     else:

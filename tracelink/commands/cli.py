@@ -19,13 +19,13 @@ from tracelink.errors import TracelinkError
 # command -> (module defining ``register``, one line for the command list). Only the module of the
 # command being run is imported, so each command starts without loading the others' dependencies.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "profile": ("tracelink.profile_command", "compile, run and profile a program; map time to source lines"),
-    "report": ("tracelink.report.command", "rebuild the HTML report and trace.json of a profile directory"),
-    "ingest": ("tracelink.ingest_command", "fold a Tracy capture into a profile directory, or decode it"),
-    "hook": ("tracelink.collect.hook_command", "run a command under the perf hook and print its statistics"),
-    "tune": ("tracelink.tune_command", "search IREE's lowering strategies, then tile configs of the hottest dispatches"),
-    "diff": ("tracelink.diff_command", "compare two profiles source op by source op; gate regressions for CI"),
-    "repro": ("tracelink.repro", "write a standalone reproducer of one dispatch call site"),
+    "profile": ("tracelink.commands.profile", "compile, run and profile a program; map time to source lines"),
+    "report": ("tracelink.commands.report", "rebuild the HTML report and trace.json of a profile directory"),
+    "ingest": ("tracelink.commands.ingest", "fold a Tracy capture into a profile directory, or decode it"),
+    "hook": ("tracelink.commands.hook", "run a command under the perf hook and print its statistics"),
+    "tune": ("tracelink.commands.tune", "search IREE's lowering strategies, then tile configs of the hottest dispatches"),
+    "diff": ("tracelink.commands.diff", "compare two profiles source op by source op; gate regressions for CI"),
+    "repro": ("tracelink.commands.repro", "write a standalone reproducer of one dispatch call site"),
 }
 
 

@@ -12,9 +12,10 @@ from tracelink.compile.frontends import ExportedModel, PythonModel, entry_parts,
 from tracelink.compile.frontends.lowering import export_and_compile
 from tracelink.compile.onnx_import import import_onnx, is_onnx
 from tracelink.compile.targets import device_target, target_flags
-from tracelink.frames import LIBRARY_FRAMES
-from tracelink.outdir import OutputClaim, claim_output
+from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.profile_dir.claim import OutputClaim, claim_output
 from tracelink.compile.program_text import check_program_text
+from tracelink.profile_dir import files
 
 COLLECTORS = ("hal", "tracy", "hook")
 
@@ -49,7 +50,7 @@ class ProfileOptions:
     timeout_s: float = 600.0
     collector: str = "hal"
     hook_events: list[str] = field(default_factory=list)  # perf_event counters for the hook collector
-    # frame rules (:mod:`tracelink.frames`): library code's self time in the user view goes to the line calling it
+    # frame rules (:mod:`tracelink.compile.frames`): library code's self time in the user view goes to the line calling it
     library_frames: tuple[str, ...] = LIBRARY_FRAMES
     decompose: tuple[str, ...] = ()  # ATen ops a PyTorch model's export decomposes (kept whole by default)
     export: dict | None = None  # a Python model's export as the manifest records it (profile.json's ``export``)
@@ -170,7 +171,7 @@ def start_compile(program: Path | PythonModel, out: Path, options: ProfileOption
     target_flags(options.compile.device, options.compile.target_cpu, options.compile.target_chip, options.compile.target_features)
     claim = claim_output(Path(out), options.force, files_read(program, options))
     try:
-        artifacts = Path(out) / "artifacts"
+        artifacts = Path(out) / files.ARTIFACTS
         if is_onnx(program):
             program = import_onnx(program, artifacts / "imported.mlir").resolve()
             check_program_text(program)
@@ -188,7 +189,7 @@ def start_python_compile(model: PythonModel, out: Path, options: ProfileOptions)
     claim = claim_output(out, options.force, files_read(Path(entry_parts(model.origin)[0]), options))
     try:
         compile_options = with_collector_requirements(options).compile
-        exported, pending = export_and_compile(model, out / "artifacts", compile_options, options.decompose, options.library_frames)
+        exported, pending = export_and_compile(model, out / files.ARTIFACTS, compile_options, options.decompose, options.library_frames)
         return StartedProfile(claim, pending, exported)
     except BaseException:
         claim.release()

@@ -7,15 +7,16 @@ import time
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.arguments import add_source_arguments
-from tracelink.outdir import REPORT_HEADER, locked, refuse_foreign_file
-from tracelink.profile_dir import load_profile
+from tracelink.commands.arguments import add_source_arguments
+from tracelink.profile_dir.claim import REPORT_HEADER, locked, refuse_foreign_file
+from tracelink.profile_dir.profile import load_profile
 from tracelink.report.html import build_report
 from tracelink.report.json_output import dump, profile_document
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.trace import write_trace
 from tracelink.textsafe import TerminalConsole
+from tracelink.profile_dir import files
 
 
 def run_report_command(args: argparse.Namespace) -> int:
@@ -25,9 +26,9 @@ def run_report_command(args: argparse.Namespace) -> int:
     if args.output is not None:  # the user's file: replaced only when it is a report tracelink wrote
         refuse_foreign_file(args.output, REPORT_HEADER)
     started = time.perf_counter()
-    with locked(directory, writes=("trace.json", "profile.pb.gz") + (() if args.output else ("report.html",))):
+    with locked(directory, writes=(files.TRACE, files.PPROF) + (() if args.output else (files.REPORT,))):
         profile = load_profile(directory)
-        trace = write_trace(profile, directory / "trace.json")
+        trace = write_trace(profile, directory / files.TRACE)
         pprof = write_pprof(profile)
         sources = SourcePolicy.for_profile(profile.summary, args.source_root, False if args.no_sources else None, args.source_map)
         report = build_report(profile, args.output, sources)

@@ -20,7 +20,7 @@ from tracelink.collect.hook_sizes import HookedSizes
 from tracelink.collect.inputs import check_inputs, described_type, generate_inputs, read_signature
 from tracelink.compile import CompileResult
 from tracelink.errors import TracelinkError
-from tracelink.options import ProfileOptions
+from tracelink.pipeline.options import ProfileOptions
 from tracelink.ir_utils import new_context
 from tracelink.provenance.build import QUIET_PHASE, Provenance, build_provenance, phase_dump
 from tracelink.provenance.executables import source_dumps
@@ -30,6 +30,7 @@ from tracelink.provenance.program import InputProgram
 from tracelink.report.model import MAX_PROGRAM_BYTES
 from tracelink.report.textmap import dump_text, program_text_ops
 from tracelink.tools import InBackground
+from tracelink.profile_dir import files
 
 
 @dataclass
@@ -83,7 +84,7 @@ class ProvenanceJob:
             raise TracelinkError(f"{self.out}: the provenance graph of {self.entry} was not built (stopped)")
 
     def _read_plan(self) -> StreamPlan:
-        artifacts = self.out / "artifacts"
+        artifacts = self.out / files.ARTIFACTS
         self.ready(QUIET_PHASE)  # the executables' sources and configured dumps are whole before it too
         # the user's inputs fix a dynamic program's sizes (generated inputs are of a static signature)
         plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry, input_shapes(self.options.inputs))
@@ -92,7 +93,7 @@ class ProvenanceJob:
         return plan
 
     def _build(self) -> tuple[list[str], Provenance, dict | None]:
-        artifacts = self.out / "artifacts"
+        artifacts = self.out / files.ARTIFACTS
         if self.options.embed_sources:  # else the report reads no program text
             warm_program_text(self.source.path)
         self.ready("input")
@@ -104,7 +105,7 @@ class ProvenanceJob:
         sizes = (HookedSizes(self.compiled, options.compile, self.entry, inputs, options.parameters, artifacts, options.timeout_s)
                  if options.hooked_sizes else None)
         provenance = build_provenance(self.source, artifacts, self.entry, shapes, sizes, self.ready)
-        write_node_link(provenance.graph, self.out / "provenance.json")  # the GraphML comes after the run, with the trace
+        write_node_link(provenance.graph, self.out / files.GRAPH)  # the GraphML comes after the run, with the trace
         # the graph's own table, which the aggregation after the run reads first (kept with the graph): made
         # here, it fills the compiler's last tenths of a second (its vm phase) instead of the serial stretch
         # after the run (the attribution waits for the machine's roofs, known after the run)

@@ -32,11 +32,12 @@ from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, remove_path, write_atomic, write_text_atomic
 from tracelink.collect.collectors import RunRequest, start_collection
 from tracelink.collect.hal import RUN_BUNDLE
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.provenance.graph import run_call_sites
 from tracelink.collect.rounds import alternate
 from tracelink.aggregate import attribution
 from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
+from tracelink.profile_dir import files
 
 # The start of the CSV and JSON files tracelink writes, by which `diff -o` recognises its own.
 CSV_HEADER = "label,file,line,base_ns,tuned_ns,"
@@ -92,7 +93,7 @@ def run_parameters(profile: Profile) -> list[str]:
     recorded them, read from the run's command line (the first line of run.log)."""
     if "parameters" in profile.summary:
         return list(profile.summary["parameters"])
-    log = profile.artifacts / "run.log"
+    log = profile.artifacts / files.RUN_LOG
     first = log.read_text(errors="replace").split("\n", 1)[0] if log.is_file() else ""
     return re.findall(r"--parameters=(\S+)", first)
 
@@ -107,7 +108,7 @@ def rerun(profile: Profile, directory: Path, iterations: int, timeout_s: float, 
     """Run the profile's compiled program (or ``vmfb``, another build of it) again under the HAL collector;
     the profile with the new events. ``directory`` (its logs and export) is made afresh, following no
     link below ``inside`` (default its parent)."""
-    vmfb = vmfb or profile.artifacts / "app.vmfb"
+    vmfb = vmfb or profile.artifacts / files.VMFB
     if not vmfb.is_file():
         raise TracelinkError(f"{profile.directory}: no compiled program to run again ({vmfb} is missing); "
                              "use --rounds 0 to compare the recorded profiles")
@@ -175,7 +176,7 @@ def paired_rounds(base: Profile, tuned: Profile, rounds: int, iterations: int | 
     profiles, one round."""
     if rounds >= 2:
         count = iterations or int(base.summary.get("repetitions", 10))
-        scratch = tuned.directory / "diff_rounds"
+        scratch = tuned.directory / files.DIFF_ROUNDS
         remove_path(scratch, tuned.directory)  # an earlier diff's rounds are not this one's
         runs = [lambda r, p=profile, n=name: _medians(rerun(p, scratch / f"{n}_{r}", count, timeout_s, inside=tuned.directory))
                 for profile, name in ((base, "base"), (tuned, "tuned"))]
@@ -265,7 +266,7 @@ def gate_verdicts(frame: pd.DataFrame, slower_pct: float | None, larger_pct: flo
         base, tuned = peaks.get("base"), peaks.get("tuned")
         if not base or tuned is None:
             missing = frame.attrs["base"] if not base else frame.attrs["tuned"]
-            raise TracelinkError(f"{Path(missing) / 'profile.json'}: no memory peak recorded (profiled before tracelink "
+            raise TracelinkError(f"{Path(missing) / files.SUMMARY}: no memory peak recorded (profiled before tracelink "
                                  "recorded memory); profile it again to use --fail-if-larger")
         growth = (tuned / base - 1) * 100
         verdicts["larger"] = {"threshold_pct": larger_pct, "base_peak_bytes": base, "tuned_peak_bytes": tuned,

@@ -1,7 +1,7 @@
 """`tracelink profile`: compile → provenance → collect → aggregate → report, into one directory.
 
 The compiler runs while the input program is parsed and the provenance graph is built from each dump
-once written (:mod:`tracelink.provenance_job`); the graph is finished before the program runs, never
+once written (:mod:`tracelink.pipeline.provenance_job`); the graph is finished before the program runs, never
 during it: on a machine with few cores, building it beside the run slowed the dispatches it measured
 (1.5–4× on a 440-call-site model). The memory of one call comes from the timed run (the HAL collector
 on a CPU) or from an untimed run of one call, started after the timed run, so a broken program is
@@ -42,11 +42,11 @@ from tracelink.collect.reference.race import run_references
 from tracelink.compile import CompileResult, PendingCompile, compile_manifest_entries, write_manifest
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
-from tracelink.frames import LIBRARY_FRAMES
-from tracelink.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
-from tracelink.function_profiles import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
-from tracelink.profile_dir import Profile, write_profile, write_profile_summary
-from tracelink.provenance_job import BuiltProvenance, ProvenanceJob
+from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.pipeline.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
+from tracelink.profile_dir.functions import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
+from tracelink.profile_dir.profile import Profile, write_profile, write_profile_summary
+from tracelink.pipeline.provenance_job import BuiltProvenance, ProvenanceJob
 from tracelink.provenance.build import Provenance, written
 from tracelink.provenance.graph import audit_of, run_call_sites, write_graphml
 from tracelink.provenance.program import InputProgram, read_input_program
@@ -56,6 +56,7 @@ from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
 from tracelink.textsafe import TerminalConsole
 from tracelink.tools import InBackground, InChildProcess
+from tracelink.profile_dir import files
 
 
 def choose_function(public: list[str], requested: str | None, program: Path) -> str:
@@ -198,7 +199,7 @@ def profile_function(
     and GraphML are written.
     """
     _, entry, compiled, compile_entries = built
-    options, artifacts = job.options, out / "artifacts"
+    options, artifacts = job.options, out / files.ARTIFACTS
     started = time.perf_counter()
     with console.status("building the provenance graph"):
         built_provenance = job.result()
@@ -212,7 +213,7 @@ def profile_function(
         collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run)
         clock.stop("run", started)
         if collected.events.empty:
-            raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / 'run.log'})")
+            raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / files.RUN_LOG})")
         with collector_paused():
             started = time.perf_counter()
             run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
@@ -325,7 +326,7 @@ def finish_compile(program: Path, requested: list[str | None], options: ProfileO
         build.set_result(compiled)
     compile_entries = compile_manifest_entries(compiled, options.compile)
     chosen = {"function": entries[0]} if len(entries) == 1 else {"functions": entries}
-    write_manifest(out / "artifacts", compile_entries | chosen | {"tracelink": __version__})
+    write_manifest(out / files.ARTIFACTS, compile_entries | chosen | {"tracelink": __version__})
     clock.stop("compile", started)
     return source, entries, compiled, compile_entries, job
 
@@ -432,9 +433,9 @@ def write_profile_files(result: Profile) -> None:
     """The tables and summary of ``result``, then its exports for other tools: the trace (Perfetto), the
     pprof profile and the provenance graph's GraphML (its node-link JSON was written before the run)."""
     write_profile(result)
-    write_trace(result, result.directory / "trace.json")
+    write_trace(result, result.directory / files.TRACE)
     write_pprof(result)
-    write_graphml(result.graph, result.directory / "provenance.graphml")
+    write_graphml(result.graph, result.directory / files.GRAPHML)
 
 
 def publish_profile(result: Profile, console: Console) -> None:

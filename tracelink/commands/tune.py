@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracelink.errors import TracelinkError
-from tracelink.outdir import locked, refuse_foreign_file
+from tracelink.profile_dir.claim import locked, refuse_foreign_file
+from tracelink.profile_dir import files
 
 if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it only when tuning
     from rich.console import Console
 
-    from tracelink.profile_dir import Profile
+    from tracelink.profile_dir.profile import Profile
     from tracelink.tune.config import TuneConfig
     from tracelink.tune.remote import RayWork
     from tracelink.tune.session import Session
@@ -150,7 +151,7 @@ def _config(args: argparse.Namespace) -> TuneConfig:
 def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tuple[Profile, Session]:
     """Load the profile and run the whole tune session on it, under the profile's lock."""
     from tracelink.aggregate.tune_record import RECORDS_FILE
-    from tracelink.profile_dir import load_profile
+    from tracelink.profile_dir.profile import load_profile
     from tracelink.tune.session import tune_session
 
     try:
@@ -180,7 +181,7 @@ def _ray_work(args: argparse.Namespace) -> Iterator[RayWork | None]:
 
     _positive(args.ray_cpus, "--ray-cpus")
     options = RayOptions(args.ray_address, args.ray_temp_dir, args.ray_cpus)
-    with Cluster(options, args.profile / "tune" / "ray") as cluster:
+    with Cluster(options, args.profile / files.TUNE / "ray") as cluster:
         yield RayWork(cluster)
 
 
@@ -280,7 +281,7 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
     device and source options. Every path is absolute, so it runs from any directory."""
     from tracelink.compile.frontends import is_python_entry
     from tracelink.iree_tools import TUNING_SPEC_FLAG
-    from tracelink.tune.diff import run_inputs, run_parameters
+    from tracelink.compare.diff import run_inputs, run_parameters
     from tracelink.tune.spec import DUMP_FLAG_PREFIXES
 
     options = profile.manifest.get("compiler", {}).get("options", {})
@@ -321,7 +322,7 @@ def profile_command(profile: Profile, program: Path, flags: list[str]) -> list[s
 
 
 def _default_collector(device: str) -> str:
-    from tracelink.options import default_collector
+    from tracelink.pipeline.options import default_collector
 
     try:
         return default_collector(device)
@@ -382,10 +383,10 @@ def _profile_builder(base, console):
         from tracelink.atomic import remove_path
 
         from tracelink.compile import CompileOptions
-        from tracelink.options import ProfileOptions
+        from tracelink.pipeline.options import ProfileOptions
         from tracelink.pipeline import profile as run_pipeline
-        from tracelink.profile_dir import load_profile
-        from tracelink.tune.diff import run_inputs, run_parameters
+        from tracelink.profile_dir.profile import load_profile
+        from tracelink.compare.diff import run_inputs, run_parameters
 
         compile_options = CompileOptions.from_record(base.manifest.get("compiler", {}).get("options", {}))
         compile_options.extra_flags = [*compile_options.extra_flags, *flags]

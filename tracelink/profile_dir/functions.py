@@ -19,12 +19,13 @@ from tracelink.aggregate.functions import function_figures, lines_across_functio
 from tracelink.atomic import copy_atomic, make_directory, write_atomic, write_text_atomic
 from tracelink.compile import CompileResult
 from tracelink.errors import TracelinkError
-from tracelink.outdir import write_marker
-from tracelink.profile_dir import TABLES, Profile
+from tracelink.profile_dir.claim import write_marker
+from tracelink.profile_dir.profile import Profile
+from tracelink.profile_dir import files
 
 FUNCTIONS = "functions"
 # The compile's outputs each function's directory holds a copy of (its own run writes the rest).
-COMPILE_FILES = ("app.vmfb", "manifest.json", "compile.log")
+COMPILE_FILES = (files.VMFB, files.MANIFEST, "compile.log")
 COMPILE_FOLDERS = ("phases", "executables")
 LINES_KEPT = 20  # profile.json's side-by-side lines
 
@@ -48,7 +49,7 @@ def function_directory(out: Path, name: str) -> Path:
 
 def copy_compile_outputs(compiled: CompileResult, directory: Path) -> CompileResult:
     """Make ``directory`` a profile directory holding a copy of the compile's outputs; their new places."""
-    artifacts = directory / "artifacts"
+    artifacts = directory / files.ARTIFACTS
     make_directory(artifacts, inside=directory.parent.parent)
     write_marker(directory)
     for name in COMPILE_FILES:
@@ -62,7 +63,7 @@ def copy_compile_outputs(compiled: CompileResult, directory: Path) -> CompileRes
                 make_directory(target, inside=directory)
             elif path.is_file():
                 copy_atomic(path, target)
-    return replace(compiled, artifacts=artifacts, vmfb=artifacts / "app.vmfb", phases=artifacts / "phases",
+    return replace(compiled, artifacts=artifacts, vmfb=artifacts / files.VMFB, phases=artifacts / "phases",
                    executables=artifacts / "executables")
 
 
@@ -78,10 +79,10 @@ def assemble_function_profiles(out: Path, profiles: dict[str, Profile], run_info
 
 def write_function_profiles(result: FunctionProfiles) -> None:
     """Write the top of the directory: every function's tables with a ``function`` column, and profile.json."""
-    for table in TABLES:
+    for table in files.TABLES:
         frames = [getattr(profile, table).assign(function=name) for name, profile in result.profiles.items()]
         joined = pd.concat(frames, ignore_index=True)
         joined = joined[["function", *(column for column in joined.columns if column != "function")]]
         write_atomic(result.directory / f"{table}.csv", lambda path, frame=joined: frame.to_csv(path, index=False))
-    write_text_atomic(result.directory / "profile.json", json.dumps(result.summary, indent=2, default=str))
+    write_text_atomic(result.directory / files.SUMMARY, json.dumps(result.summary, indent=2, default=str))
 

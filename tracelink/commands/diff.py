@@ -2,7 +2,7 @@
 
 ``--fail-if-slower PCT`` and ``--fail-if-larger PCT`` turn the comparison into a check: the command
 prints and writes everything as without them, then exits with :data:`REGRESSION` when a gate fails
-(see :func:`tracelink.tune.diff.gate_verdicts`).
+(see :func:`tracelink.compare.diff.gate_verdicts`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import math
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.outdir import locked, refuse_foreign_file
-from tracelink.tune.diff import DEFAULT_ROUNDS
+from tracelink.profile_dir.claim import locked, refuse_foreign_file
+from tracelink.compare.diff import DEFAULT_ROUNDS
+from tracelink.profile_dir import files
 
 REGRESSION = 3  # exit status of a diff whose gate failed
 
@@ -49,7 +50,7 @@ def run_diff(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tracelink.textsafe import TerminalConsole
-    from tracelink.tune.diff import CSV_HEADER, JSON_HEADER, diff_profiles, gate_verdicts, write_diff
+    from tracelink.compare.diff import CSV_HEADER, JSON_HEADER, diff_profiles, gate_verdicts, write_diff
 
     if args.iterations is not None and args.iterations < 1:
         raise TracelinkError(f"--iterations must be at least 1, got {args.iterations}")
@@ -58,13 +59,13 @@ def run_diff(args: argparse.Namespace) -> int:
     for flag, value in (("--fail-if-slower", args.fail_if_slower), ("--fail-if-larger", args.fail_if_larger)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise TracelinkError(f"{flag} takes a percentage of 0 or more, got {value}")
-    output = args.output or args.tuned / "diff.csv"
+    output = args.output or args.tuned / files.DIFF_TABLE
     if output.suffix != ".csv":  # diff.json goes beside it, with the same stem
         raise TracelinkError(f"{output}: diff -o takes a .csv path (the end-to-end figures go to {output.with_suffix('.json').name})")
     if args.output is not None:  # the user's files: replaced only when tracelink wrote them
         refuse_foreign_file(output, CSV_HEADER)
         refuse_foreign_file(output.with_suffix(".json"), JSON_HEADER)
-    writes = ("diff_rounds",) + (() if args.output else ("diff.csv", "diff.json"))
+    writes = ("diff_rounds",) + (() if args.output else (files.DIFF_TABLE, files.DIFF_SUMMARY))
     console = TerminalConsole(stderr=True, highlight=False)
     with locked(args.tuned, writes=writes), console.status(f"running both programs alternately, {args.rounds} rounds"):
         frame = diff_profiles(args.base, args.tuned, rounds=args.rounds, iterations=args.iterations)

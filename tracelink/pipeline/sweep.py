@@ -93,7 +93,7 @@ def _profile(job: tuple[str, bytes, tuple[str, ...]], directory: Path) -> tuple[
         file, colon, entry = _entry(name)
         copy = Path(work) / Path(file).name
         copy.write_bytes(program)
-        command = [sys.executable, "-m", "tracelink.cli", "profile", f"{copy}{colon}{entry}", *arguments, "-o", str(directory)]
+        command = [sys.executable, "-m", "tracelink.commands.cli", "profile", f"{copy}{colon}{entry}", *arguments, "-o", str(directory)]
         done = subprocess.run(command, capture_output=True, text=True)
         return done.returncode, "\n".join((done.stdout + done.stderr).splitlines()[-5:])
 

@@ -22,12 +22,13 @@ from tracelink.collect.tracy.decoder import TracyCapture, read_capture
 from tracelink.collect.tracy.views import rebuild_executions
 from tracelink.pipeline import assemble_profile, publish_profile
 from tracelink.report.summary import print_summary
-from tracelink.outdir import OWNED, is_profile_directory, locked, refuse_links
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.claim import is_profile_directory, locked, refuse_links
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.provenance.graph import run_call_sites
 from tracelink.textsafe import TerminalConsole
+from tracelink.profile_dir import files
 
-ZONES_FILE = "zones.parquet"
+ZONES_FILE = files.parquet("zones")
 KEPT_CAPTURE = "artifacts/ingested.tracy"
 
 
@@ -58,7 +59,7 @@ def ingest(args: argparse.Namespace) -> int:
     profile_dir = profile_directory(args.output)
     if profile_dir is not None:
         # the tables, summary, trace and report it rewrites, and the capture kept beside the artifacts
-        with locked(profile_dir, writes=(*(name for name in OWNED if "." in name), KEPT_CAPTURE)):
+        with locked(profile_dir, writes=(*(name for name in files.OWNED if "." in name), KEPT_CAPTURE)):
             result = fold_into_profile(args.capture, capture, profile_dir)
         print_summary(result, console)
         return 0

@@ -30,17 +30,9 @@ from pathlib import Path
 from tracelink.version import __version__
 from tracelink.errors import TracelinkError
 from tracelink.atomic import TEMPORARY_SUFFIX, link_error, make_directory, remove_path, write_text_atomic
+from tracelink.profile_dir import files
 
-MARKER = ".tracelink"
-LOCK = ".tracelink.lock"
 FORMAT_VERSION = 1
-# Everything a profile run (and tune / diff / report on it) writes at the top of the directory.
-OWNED = (
-    "artifacts", "tune", "profile.json", "events.parquet", "call_sites.csv", "exports.csv", "source_ops.csv", "source_lines.csv",
-    "memory_lines.csv", "memory_components.csv", "reference_lines.csv", "reference_components.csv", "provenance.graphml",
-    "provenance.json", "report.html", "trace.json", "profile.pb.gz",
-    "workgroups.parquet", "zones.parquet", "diff.csv", "diff.json", "repro", "diff_rounds", "functions",
-)
 # The start of an HTML report tracelink wrote (its <head> names the generator), for `report -o`.
 REPORT_HEADER = '<meta name="generator" content="tracelink'
 # The first line of a repro folder's README.md, by which `repro -o` recognises a folder it wrote.
@@ -66,13 +58,13 @@ class OutputClaim:
 
 
 # The files every tracelink profile directory held before the marker existed (format 0).
-UNMARKED_PROFILE_FILES = ("profile.json", "call_sites.csv", "source_ops.csv", "artifacts/manifest.json")
+UNMARKED_PROFILE_FILES = (files.SUMMARY, files.csv("call_sites"), files.csv("source_ops"), f"{files.ARTIFACTS}/{files.MANIFEST}")
 
 
 def is_profile_directory(directory: Path) -> bool:
     """Whether ``directory`` carries tracelink's marker (of any format) or is a profile written before it."""
     directory = Path(directory)
-    return (directory / MARKER).is_file() or is_unmarked_profile(directory)
+    return (directory / files.MARKER).is_file() or is_unmarked_profile(directory)
 
 
 def is_unmarked_profile(directory: Path) -> bool:
@@ -80,7 +72,7 @@ def is_unmarked_profile(directory: Path) -> bool:
     if not all((directory / name).is_file() for name in UNMARKED_PROFILE_FILES):
         return False
     try:
-        summary = json.loads((directory / "profile.json").read_text())
+        summary = json.loads((directory / files.SUMMARY).read_text())
     except (OSError, ValueError):
         return False
     return isinstance(summary, dict) and {"program", "function", "iterations"} <= summary.keys()
@@ -108,9 +100,9 @@ def claim_output(directory: Path, force: bool = False, inputs: tuple[Path, ...] 
         raise TracelinkError(
             f"{directory}: not empty and not a tracelink profile directory; choose another -o or pass --force to write into it"
         )
-    refuse_links(directory, (MARKER, LOCK, *OWNED))
+    refuse_links(directory, (files.MARKER, files.LOCK, *files.OWNED))
     if not ours:  # forced: write beside the user's files, never over them
-        for name in (MARKER, *OWNED):
+        for name in (files.MARKER, *files.OWNED):
             if os.path.lexists(directory / name):
                 raise TracelinkError(f"{directory / name}: exists and was not written by tracelink; --force does not replace it "
                                      "(move it away or choose another -o)")
@@ -140,7 +132,7 @@ def locked(directory: Path, writes: Iterable[str] = (), trees: Iterable[str] = (
     directory = Path(directory)
     if not directory.is_dir() or not is_profile_directory(directory):
         raise TracelinkError(f"{directory}: not a profile directory (no tracelink marker; run 'tracelink profile -o {directory}' first)")
-    refuse_links(directory, (MARKER, LOCK, *writes), trees)
+    refuse_links(directory, (files.MARKER, files.LOCK, *writes), trees)
     try:
         fd = lock(directory)
     except OSError as error:
@@ -157,7 +149,7 @@ def lock(directory: Path) -> int:
     The lock file is opened without following a link and refused unless it is a regular file of its
     own, since tracelink writes its pid into it.
     """
-    path = directory / LOCK
+    path = directory / files.LOCK
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as error:
@@ -181,7 +173,7 @@ def lock(directory: Path) -> int:
 
 def refuse_inputs_inside(directory: Path, inputs: tuple[Path, ...]) -> None:
     """Refuse inputs that lie in the part of ``directory`` about to be cleared."""
-    owned = [(directory / name).resolve() for name in OWNED]
+    owned = [(directory / name).resolve() for name in files.OWNED]
     for path in inputs:
         resolved = Path(path).resolve()
         if any(resolved == root or resolved.is_relative_to(root) for root in owned):
@@ -194,7 +186,7 @@ def clear_previous(directory: Path) -> threading.Thread | None:
     background thread then removes (returned; None when there was nothing to remove). The compiler can
     start meanwhile, as renaming is much quicker than unlinking. Links inside are moved and removed, never followed; a folder
     left behind (interrupted, or not removable) is a leftover temporary the next run removes."""
-    previous = [path for path in (*(directory / name for name in OWNED), *directory.glob(f".*{TEMPORARY_SUFFIX}")) if os.path.lexists(path)]
+    previous = [path for path in (*(directory / name for name in files.OWNED), *directory.glob(f".*{TEMPORARY_SUFFIX}")) if os.path.lexists(path)]
     if not previous:
         return None
     trash = Path(tempfile.mkdtemp(prefix=".previous.", suffix=TEMPORARY_SUFFIX, dir=directory))
@@ -216,7 +208,7 @@ def remove_quietly(path: Path, inside: Path) -> None:
 
 def write_marker(directory: Path) -> None:
     """Mark ``directory`` as a tracelink profile directory of this format."""
-    write_text_atomic(directory / MARKER, json.dumps({"format": FORMAT_VERSION, "tracelink": __version__}) + "\n")
+    write_text_atomic(directory / files.MARKER, json.dumps({"format": FORMAT_VERSION, "tracelink": __version__}) + "\n")
 
 
 def refuse_links(directory: Path, writes: Iterable[str], trees: Iterable[str] = ()) -> None:

@@ -18,10 +18,11 @@ from tracelink.aggregate import attribution
 from tracelink.atomic import copy_atomic, make_directory, write_text_atomic
 from tracelink.compile.benchmarks import ensure_benchmark_dumps
 from tracelink.compile.targets import target_flags
-from tracelink.outdir import REPRO_HEADER, claim_output_directory, locked
-from tracelink.profile_dir import Profile, load_profile
+from tracelink.profile_dir.claim import REPRO_HEADER, claim_output_directory, locked
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.report.fmt import ns, pct
 from tracelink.iree_tools import BENCHMARK_TOOL, compile_command, module_command
+from tracelink.profile_dir import files
 
 BENCHMARK_FUNCTION = re.compile(r'util\.func\s+public\s+@("(?:[^"\\]|\\.)*"|[\w$.\-]+)\(.*iree\.benchmark\s*=\s*"dispatch"')
 # A batch of dispatches per benchmark iteration long enough (~0.1 s) that timer and submit overheads vanish.
@@ -167,7 +168,7 @@ def run_repro_command(args: argparse.Namespace) -> int:
     with locked(args.profile, trees=("repro",)):
         profile = load_profile(args.profile)
         site = find_call_site(profile, args.target)
-        folder = make_directory(args.profile / "repro" / f"call_site_{site}", inside=args.profile)
+        folder = make_directory(args.profile / files.REPRO / f"call_site_{site}", inside=args.profile)
         print(write_repro(profile, site, folder))
     return 0
 
