@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from tracelink.errors import TracelinkError
-from tracelink.collect import hook_command
+from tracelink.commands import hook as hook_command
 from tracelink.collect.events import match_call_sites
 from tracelink.collect.hook import hook_library_path, list_event_types, run_hooked
 from tracelink.collect.hook_records import read_hook_file
