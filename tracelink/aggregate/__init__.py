@@ -132,8 +132,8 @@ def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     """Per call site: provenance (export, root op, source ops and lines) and statistics."""
     grand_total = float(events["duration_ns"].sum())
     timed = grouped_stats(events.dropna(subset=["call_site"]), ["call_site"], "duration_ns", grand_total)
-    # each call site's ops by role, in attribution order (plain lists: a pandas filter per call site cost
-    # 0.45 s on a 600-call-site model)
+    # each call site's ops by role, in attribution order (plain lists: a pandas filter per call site is
+    # slow on a large model)
     ops_of_site: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for site, op, role in attribution(graph)[["call_site", "op", "role"]].itertuples(index=False):
         ops_of_site[site][role].append(op)

@@ -22,8 +22,7 @@ def outputs_agree(reference: list[np.ndarray], outputs: list[np.ndarray], tolera
 
     The options reorder f32 sums (im2col, packing, ukernels), which changes results by rounding only:
     relative to a dot product's magnitude, a reassociated sum of K terms moves by about sqrt(K) x 2^-24
-    (~1e-5 for K = 4608, the longest reduction of resnet50) per layer, compounding over layers to a
-    few 1e-4 at most; measured on real-weight squeezenet: 1e-6 of the output's largest magnitude. An
+    (~1e-5 for K in the thousands) per layer, compounding over layers to a few 1e-4 at most. An
     option that computes in narrower types moves every product by 2^-9 (bf16) or 2^-12 (f16) relative,
     1e-3 to 1e-2 after a network. So the default tolerance is 1e-3 of the output's largest magnitude,
     elementwise; NaN or infinity where the default has a finite value fails."""

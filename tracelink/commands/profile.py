@@ -93,9 +93,8 @@ def options_from_args(args: argparse.Namespace) -> ProfileOptions:
 def imported_beside_the_compiler(*names: str) -> tuple[ModuleType, ...]:
     """The modules ``tracelink.<name>``, imported with the cyclic garbage collector off, then frozen.
 
-    They make some 190,000 objects that live as long as the process: the collector's passes over
-    them found nothing to free but took 0.1 of the imports' 0.6 CPU-s, beside a compiler that wants
-    both cores.
+    They make many objects that live as long as the process: the collector's passes over them found
+    nothing to free, beside a compiler that wants both cores.
     """
     gc.disable()
     try:
@@ -113,7 +112,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         # these load while the compiler runs
         pipeline, summary, output, textsafe = imported_beside_the_compiler("pipeline", "report.summary", "report.json_output", "textsafe")
         # Strings as Python objects: the tables hold hundreds to thousands of rows, where pyarrow's cost per
-        # call dominated (216 takes at 0.27 ms each aggregating a 424-call-site BERT). The same tables, report
+        # call dominated (docs/reference/numbers.md). The same tables, report
         # and trace; events.parquet's strings are arrow `string` rather than `large_string`.
         importlib.import_module("pandas").set_option("mode.string_storage", "python")
         # With --json the tables go to stderr and stdout holds only the document.

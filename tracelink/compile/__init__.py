@@ -78,7 +78,7 @@ def compile_flags(options: CompileOptions, artifacts: Path, dumps: bool = True) 
             # (≤ 256 bytes) stay below this, so executable and benchmark dumps remain compilable.
             "--mlir-elide-elementsattrs-if-larger=4096",
             # The same for weights held as resources (torch's FX importer writes them so): unelided, every
-            # phase dump repeated ResNet-18's 90 MB of weights (1.1 GB in all).
+            # phase dump repeated all of a model's weights.
             "--mlir-elide-resource-strings-if-larger=4096",
             f"--dump-compilation-phases-to={artifacts / 'phases'}",
             f"--iree-hal-dump-executable-sources-to={executables}",

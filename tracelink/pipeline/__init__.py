@@ -90,7 +90,7 @@ def profile(
             options = with_exported_model(options, pending.exported)
             # The model and what its export made are garbage now, held in cycles: freed here, beside the
             # compiler, rather than kept by the heap's freeze below through the run, where they took the
-            # memory the benchmark tool loads the weights into (a 1.1 B-parameter decoder's 4.2 GB).
+            # memory the benchmark tool loads the weights into.
             gc.collect()
         model = Path(pending.exported.origin) if pending.exported is not None else Path(program).resolve()
         return run_profile(pending.compile.input_path, Path(out), options, console or TerminalConsole(stderr=True), pending.compile, model,
@@ -134,8 +134,7 @@ def run_profile(
 @contextmanager
 def heap_frozen() -> Iterator[None]:
     """Leave the objects alive now (every module loaded) out of the collector's full passes until the
-    block ends: they outlive the profile, and each pass over them found nothing to free but took 0.1 s
-    (0.25 s of the aggregation and report of a 424-call-site BERT)."""
+    block ends: they outlive the profile, and each pass over them found nothing to free."""
     gc.freeze()
     try:
         yield
@@ -145,9 +144,9 @@ def heap_frozen() -> Iterator[None]:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection until the block ends: aggregating a 424-call-site BERT's tables and
-    building its report and trace left 432 objects in cycles, yet the collector's passes over what they
-    allocate took 0.03–0.045 of their 0.7 CPU-s."""
+    """No cyclic garbage collection until the block ends: aggregating the tables and building the report
+    and trace leave few objects in cycles, yet the collector's passes over what they allocate cost a
+    noticeable share of their CPU time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -309,7 +308,7 @@ def finish_compile(program: Path, requested: list[str | None], options: ProfileO
     profiled, the job building its provenance, started beside the compiler."""
     started = pending.started  # the compile stage counts from the compiler's start
     with console.status(f"compiling {program.name} with iree-compile"):
-        # The bindings load a dialect's Python module on the first op of it walked (linalg: ~0.25 s);
+        # The bindings load a dialect's Python module on the first op of it walked (slow for linalg);
         # loading it now overlaps that with the compiler instead of the graph building later.
         importlib.import_module("iree.compiler.dialects.linalg")
         source = read_input_program(program)

@@ -355,7 +355,7 @@ def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMP
     level: dict[str, int] = {}
     label: dict[str, str] = {}
     shown: list[tuple[int, str, dict]] = []
-    for row in components.to_dict("records"):  # not iterrows: a Series per row took 0.03 s on a BERT's 800 scopes
+    for row in components.to_dict("records"):  # not iterrows: a Series per row is slow on hundreds of scopes
         parent = row["parent"]
         if parent in merged:
             level[row["component"]], label[row["component"]] = level[parent], f"{label[parent]}/{row['name']}"

@@ -19,8 +19,8 @@ The program is then built with that strategy's flags unchanged: no call boundary
 Verified by compiling with IREE 3.13 (tests/test_compose.py): channels-last's pass and conv data tiling
 rewrite generic convolutions too, so a convolution cannot be kept out of them this way. Outlining
 convolutions into ``util.func`` functions with a ``preprocessing_pipeline`` attribute and
-``#util.inline.never`` does select them, but on real-weight resnet50 its call boundaries cost what the
-composition gained. A preprocessing transform spec on the user's own program
+``#util.inline.never`` does select them, but its call boundaries cost what the composition gained
+(docs/reference/numbers.md). A preprocessing transform spec on the user's own program
 (``--iree-preprocessing-transform-spec-filename``, convolutions matched by shape with
 ``transform.iree.match.cast_compatible_dag_from_root``) does not reach every case: generalizing the
 convolutions kept off the im2col flag works under an im2col strategy, but under conv data tiling a

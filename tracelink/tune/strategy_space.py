@@ -37,7 +37,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("data-tiling", ("--iree-opt-data-tiling",), role="lowering"),
     Option("ukernels", ("--iree-llvmcpu-enable-ukernels=all",), role="lowering"),
     # data tiling for convolutions too (the option is a list: repeated, not comma-separated), with the
-    # ukernels for the mmt4d ops it makes: on real-weight squeezenet without them 0.86x, with them 5.7x
+    # ukernels for the mmt4d ops it makes (without them it can be slower than the default)
     Option("conv-data-tiling", ("--iree-opt-data-tiling", "--iree-dispatch-creation-experimental-set-data-tiling-ops=matmul",
                                 "--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution",
                                 "--iree-llvmcpu-enable-ukernels=all"), role="layout"),
@@ -45,9 +45,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("transposes", ("--iree-global-opt-propagate-transposes-through-conv", "--iree-opt-aggressively-propagate-transposes"),
            role="layout"),
     # attention (iree_linalg_ext.attention) as its online form decomposed into matmuls, max, exp2, sums and a
-    # scale, before global optimization, so data tiling reaches its matmuls: on a ViT (384 wide, 6 layers,
-    # 197 tokens) 1.8x alone, 8.9x with data tiling, where IREE's attention dispatch runs one query row
-    # at a time (docs/reference/tuning.md). Searched only where the program has attention.
+    # scale, before global optimization, so data tiling reaches its matmuls, where IREE's attention
+    # dispatch runs one query row at a time (docs/reference/tuning.md). Searched only where the program
+    # has attention.
     Option("decompose-attention", passes=("iree-linalg-ext-convert-attention-to-online-attention", "iree-linalg-ext-decompose-attention",
                                           "canonicalize", "cse"), role="layout"),
     # 1-D convolutions rewritten as 2-D ones on a height-1 view (tracelink.tune.rewrites), with the
@@ -127,8 +127,8 @@ class StrategyOptions:
     diff_rounds: int = 3  # alternating rounds of each faster strategy's per-line diff against the base
     profile_top: int = 2  # faster strategies profiled for the per-line table (see profile_order)
     compose: bool = True  # try the profiled strategies per convolution (tracelink.tune.compose)
-    # alternating rounds of the compositions against the winner: they are 5-15 % apart (squeezenet:
-    # 1.05-1.14x; resnet50: 1.02-1.07x), which 16 rounds on a busy 2-core machine did not always resolve
+    # alternating rounds of the compositions against the winner: they are only a few per cent apart,
+    # which fewer rounds on a busy machine did not always resolve (docs/reference/numbers.md)
     compose_rounds: int = 30
     calls: int = 5  # calls of the program per timed run
     # extra candidates: name = [flags] (e.g. a numerics-changing demotion, to see it refused)
@@ -168,8 +168,7 @@ def best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
 def combinations(survivors: list[Candidate], singles: list[Candidate]) -> list[Option]:
     """What stage 2 builds: each surviving layout option with every non-empty set of the contraction
     lowering options (data tiling and ukernels act on the matmuls that im2col or channels-last make, so
-    they can help together and not alone: measured on squeezenet, data tiling alone 1.0x, im2col 6.4x,
-    both 6.5x; channels-last 2.3x, with data tiling 3.5x), then the survivors together; the
+    they can help together and not alone: docs/reference/numbers.md), then the survivors together; the
     most promising first, so a short budget reaches them. Duplicates (same build) are left out."""
     lowering = [c.option for c in singles if c.option.role == "lowering"]
     built: list[Option] = []

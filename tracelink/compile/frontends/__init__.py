@@ -229,7 +229,7 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
             arrays = {"main": export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)}
     functions = {name: save_inputs(arrays[name], artifacts / "inputs" / name) for name in model.entries}
     inputs = [] if model.entries else save_inputs(arrays["main"], artifacts / "inputs")
-    from importlib import metadata  # here, not at start-up (7 ms before every compile)
+    from importlib import metadata  # here, not at start-up (before every compile)
 
     return ExportedModel(
         artifacts / EXPORTED_NAME, inputs, model.origin, model.source_dirs,
