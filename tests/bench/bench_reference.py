@@ -27,17 +27,9 @@ from tracelink.aggregate.reference import folded_lines, scale_to_call  # noqa: E
 from tracelink.collect.machine import machine_cores  # noqa: E402
 from tracelink.collect.reference.race import timed_calls, warm_up  # noqa: E402
 from tracelink.collect.reference.torch_eager import TorchRunner  # noqa: E402
+from tests.test_reference import Encoder  # noqa: E402
 
 CALLS, PROFILED, ROUNDS = 10, 2, 5
-
-
-class Encoder(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=ids).last_hidden_state
 
 
 def main() -> None:
