@@ -1,16 +1,13 @@
 """The program rewrites of tracelink.tune.rewrites and their strategies, with the real iree-compile and
 runtime. conv1d-as-conv2d: the rewritten program verifies and compiles, computes what the original computes (every 1-D
 form IREE's importers produce, strided and dilated), keeps the user's locations on every op it makes,
-lets IREE's im2col reach the convolutions (the global-optimization phase dump shows their matmuls), and
-`tracelink tune` on a small audio front end picks it and hands over a command that runs as printed.
+and lets IREE's im2col reach the convolutions (the global-optimization phase dump shows their matmuls);
+tests/test_tune_reference.py tunes a PyTorch audio front end with it.
 patches-as-matmul: a patch embedding becomes a matmul at its line, computing what it computed, and a
 convolution that does not tile its input is left alone."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,12 +15,10 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from tests.conftest import REPO, run_profile
-from tests.test_tune_strategy import assert_builds_what_was_raced, run_as_printed
+from tests.conftest import REPO
 from tracelink.collect.outputs import outputs_agree, run_outputs
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
-from tracelink.profile_dir.profile import load_profile
 from tracelink.tune.compose import Composition, composition_plans, input_program, source_lines
 from tracelink.tune.rewrites import FORMS, is_patch_embedding, rewrite_program, rewrites_found
 from tracelink.tune.spec import compile_variant
@@ -31,7 +26,6 @@ from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key,
 
 PROGRAM = REPO / "tests" / "data" / "conv1d.mlir"
 PATCHES = REPO / "tests" / "data" / "patch_embedding.mlir"
-FRONTEND = REPO / "tests" / "data" / "conv1d_frontend.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
 # the 1-D convolutions' lines in PROGRAM, with the 2-D op each becomes and its strides and dilations
 CONVOLUTIONS = {12: ("linalg.conv_2d_nchw_fchw", [1, 2], [1, 1]), 17: ("linalg.conv_2d_nhwc_hwcf", [1, 1], [1, 1]),
@@ -148,43 +142,6 @@ def test_a_rewriting_strategy_hosts_no_per_op_composition():
     plain = Candidate(Option("conv-data-tiling"), status="faster", ratio=5.0, ci=[4.0, 6.0])
     assert composition_plans(plain, [plain], [{**row, "strategy": plain.name} if row["strategy"] == host.name else row
                                               for row in table]) != []
-
-
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory) -> dict:
-    where = tmp_path_factory.mktemp("conv1d_tune")
-    base = run_profile(FRONTEND, where / "base", repetitions=3).directory
-    config = where / "tune.toml"
-    config.write_text('[strategy]\nonly = ["im2col", "conv1d-as-conv2d"]\nfirst_rounds = 3\nfinal_rounds = 4\n'
-                      'diff_rounds = 2\nprofile_top = 1\ncompose = false\n[select]\ntop = 1\n')
-    done = subprocess.run([sys.executable, "-m", "tracelink.commands.cli", "tune", str(base), "--config", str(config),
-                           "--trials", "1", "--rounds", "0", "--json"], capture_output=True, text=True, cwd=REPO)
-    assert done.returncode == 0, done.stderr
-    return {"where": where, "base": base, "done": done, "document": json.loads(done.stdout)}
-
-
-def test_tune_picks_the_rewrite_on_a_1d_convolution_front_end(tuned):
-    entries = {entry["name"]: entry for entry in tuned["document"]["strategies"]["strategies"]}
-    assert entries["im2col"]["status"] == "not faster" or entries["im2col"]["ratio"] < entries["conv1d-as-conv2d"]["ratio"]
-    apply = tuned["document"]["apply"]
-    winner = next(entry for entry in entries.values() if entry["program"] == apply["program"])
-    assert winner["name"].startswith("conv1d-as-conv2d") and winner["status"] == "faster" and winner["ci"][0] > 1
-    assert Path(apply["program"]).is_file() and "--iree-global-opt-use-im2col-for-convs" in apply["flags"]
-
-
-def test_the_handed_over_command_runs_and_keeps_the_user_lines(tuned, tmp_path):
-    line = next(line for line in tuned["done"].stderr.splitlines() if line.startswith("apply it: "))
-    done = run_as_printed(line, tmp_path, tmp_path / "applied")  # from another directory
-    assert done.returncode == 0, done.stderr
-    apply = tuned["document"]["apply"]
-    tuned_too = any(flag.startswith("--iree-codegen-tuning-spec-path=") for flag in apply["flags"])
-    winner = next(entry["name"] for entry in tuned["document"]["strategies"]["strategies"] if entry["program"] == apply["program"])
-    log = (Path(apply["vmfb"]).parent if tuned_too else tuned["base"] / "tune" / "strategies" / winner) / "compile.log"
-    assert_builds_what_was_raced(tmp_path / "applied", tuned["base"], log)
-    # the profile of the rewritten program puts the time on the user's two convolution lines
-    lines = load_profile(tmp_path / "applied").source_lines
-    hot = lines[lines["file"].map(lambda f: Path(str(f)).name) == FRONTEND.name]
-    assert {7, 15} <= set(hot["line"].astype(int)) and hot["total_ns"].sum() > 0
 
 
 def test_a_patch_embedding_becomes_a_matmul_computing_what_it_computed(tmp_path):

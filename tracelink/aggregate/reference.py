@@ -62,6 +62,15 @@ def scale_to_call(times: pd.Series, ns_per_call: float | None) -> float:
     return ns_per_call / total if ns_per_call and total > 0 else 1.0
 
 
+def iree_lines(source_lines: pd.DataFrame, iterations: int) -> pd.DataFrame:
+    """IREE's user self time per call (``iree_ns``) of each (file, line) that has any."""
+    ours = source_lines[source_lines["user_self_ns"] > 0][["file", "line", "user_self_ns"]].copy()
+    ours["iree_ns"] = ours.pop("user_self_ns") / max(iterations, 1)
+    ours["file"] = ours["file"].fillna("").astype(str)
+    ours["line"] = pd.to_numeric(ours["line"], errors="coerce").fillna(0).astype(int)
+    return ours.groupby(["file", "line"], as_index=False)["iree_ns"].sum()
+
+
 def reference_lines(result: ReferenceResult, record: dict, source_lines: pd.DataFrame, iterations: int,
                     rules: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
     """One row per line either side spends time on: IREE's user self time per call, the reference's
@@ -72,12 +81,7 @@ def reference_lines(result: ReferenceResult, record: dict, source_lines: pd.Data
     theirs = folded_lines(result.samples, rules)
     theirs["reference_ns"] = theirs["self_ns"] * scale_to_call(theirs["self_ns"], record["ns_per_call"])
     theirs = theirs.drop(columns="self_ns")
-    ours = source_lines[source_lines["user_self_ns"] > 0][["file", "line", "user_self_ns"]].copy()
-    ours["iree_ns"] = ours.pop("user_self_ns") / max(iterations, 1)
-    ours["file"] = ours["file"].fillna("").astype(str)
-    ours["line"] = pd.to_numeric(ours["line"], errors="coerce").fillna(0).astype(int)
-    ours = ours.groupby(["file", "line"], as_index=False)["iree_ns"].sum()
-    lines = ours.merge(theirs, on=["file", "line"], how="outer")
+    lines = iree_lines(source_lines, iterations).merge(theirs, on=["file", "line"], how="outer")
     both = lines["iree_ns"].notna() & lines["reference_ns"].notna() & (lines["reference_ns"] > 0)
     lines["ratio"] = np.where(both, lines["iree_ns"] / lines["reference_ns"].where(both, 1.0), np.nan)
     lines["only_in"] = np.select([lines["reference_ns"].isna(), lines["iree_ns"].isna()], ["iree", "reference"], "")

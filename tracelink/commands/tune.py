@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # run.py pulls in the compiler bindings; the CLI imports it o
     from rich.console import Console
 
     from tracelink.profile_dir.profile import Profile
+    from tracelink.tune.anchor import Anchor
     from tracelink.tune.config import TuneConfig
     from tracelink.tune.remote import RayWork
     from tracelink.tune.session import Session
@@ -106,6 +107,7 @@ def run_tune(args: argparse.Namespace) -> int:
     command = apply_command(profile, session)
     if command is not None:  # runs as printed, from any directory, and builds what was raced
         out.print(f"apply it: {shlex.join(command)}", markup=False, soft_wrap=True)
+    repros = _print_anchor(out, profile, session.anchor, handed=command is not None) if session.anchor else {}
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
@@ -113,6 +115,7 @@ def run_tune(args: argparse.Namespace) -> int:
         document["strategies"] = session.strategies.document() if session.strategies else None
         document["apply"] = ({"program": str(program), "flags": session.apply_flags(), "vmfb": str(session.handed_build()),
                               "command": command} if command else None)
+        document["reference"] = {**session.anchor.record(), "repros": repros} if session.anchor else None
         print(dump(document))
     return 0
 
@@ -249,6 +252,91 @@ def _print_verdict(out: Console, profile: Profile, session: Session, program: Pa
             out.print(f"tuning spec: {tuning.spec}  (trials: {trials})", markup=False)
         if tuning.configurations is not None:
             out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
+
+
+def _print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) -> dict[str, str]:
+    """The last lines: the build handed over against IREE's default and the framework's reference, its
+    lines against the reference, and a repro folder for each line where it still loses by more than
+    1.5x; the repros written, by line."""
+    import pandas as pd
+    from rich.table import Table
+
+    from tracelink.aggregate.reference import LOSS_RATIO
+    from tracelink.report.fmt import ns
+
+    if anchor.error is not None:
+        out.print(f"{anchor.label}: not raced ({anchor.error}); tune's result stands", markup=False, soft_wrap=True)
+        return {}
+    found = anchor.comparisons()
+    default = found["default_vs_reference"]
+    out.print(f"against {anchor.label} ({default['rounds']} alternating rounds, {anchor.threads} threads each): "
+              f"IREE's default {ns(default['tuned_ns'])}, "
+              + (f"the build handed over {ns(found['handed_vs_default']['tuned_ns'])}, " if handed else "")
+              + f"{anchor.label} {ns(default['base_ns'])} per call", markup=False, soft_wrap=True)
+    if handed:
+        out.print(f"  the build handed over: {found['handed_vs_default']['speedup']:.2f}x IREE's default "
+                  f"(95% CI {_interval(found['handed_vs_default']) or 'none'}); "
+                  f"{_against(found['handed_vs_reference'], anchor.label)}", markup=False, soft_wrap=True)
+    else:
+        out.print(f"  IREE's default, handed over as it is: {_against(default, anchor.label)}", markup=False, soft_wrap=True)
+    warning = next((row["load_warning"] for row in found.values() if row["load_warning"]), None)
+    if warning:
+        out.print(f"  warning: {warning}", markup=False)
+    if anchor.lines.empty:
+        out.print(f"  {anchor.label} names no source line per op here: no per-line table", markup=False)
+        return {}
+    table = Table(title=f"hottest lines: IREE before and after tune, and {anchor.label} (per call)")
+    for column in ("line", "IREE before", "IREE after", anchor.label, "after/ref."):
+        table.add_column(column, justify="left" if column == "line" else "right")
+    for row in anchor.lines.head(10).itertuples():
+        ratio = "IREE only" if row.only_in == "iree" else ("ref. only" if row.only_in == "reference" else
+                                                           "" if pd.isna(row.after_ratio) else f"{row.after_ratio:.2g}x")
+        table.add_row(f"{Path(row.file).name}:{row.line}" if row.file else "(outside the model's lines)",
+                      ns(row.before_ns), ns(row.after_ns), ns(row.reference_ns), ratio + (" !" if row.after_loses else ""))
+    out.print(table)
+    repros = losing_line_repros(profile, anchor)
+    if repros:
+        out.print(f"still slower than {anchor.label} by more than {LOSS_RATIO:g}x on {len(anchor.losing_lines())} line(s); "
+                  "a repro of each one's hottest dispatch, to attach to an IREE issue:", markup=False, soft_wrap=True)
+        for line, folder in repros.items():
+            out.print(f"  {line}: {folder}", markup=False, soft_wrap=True)
+    return repros
+
+
+def _against(row: dict, label: str) -> str:
+    """An IREE build against the reference: how many times faster or slower, with the interval."""
+    interval = f" (95% CI {_interval(row)})" if _interval(row) else ""
+    if row["speedup"] >= 1:
+        return f"{row['speedup']:.2f}x faster than {label}{interval}"
+    low, high = row["ci_low"], row["ci_high"]
+    inverted = "" if math.isnan(low) else f" (95% CI {1 / high:.2f}-{1 / low:.2f})"
+    return f"{1 / row['speedup']:.2f}x slower than {label}{inverted}"
+
+
+REPRO_LINES = 5  # repros written for the lines the handed build loses most on
+
+
+def losing_line_repros(profile: Profile, anchor: Anchor) -> dict[str, str]:
+    """A `tracelink repro` folder for the hottest dispatch of each line the handed build still loses on
+    (at most :data:`REPRO_LINES`), in the handed build's profile; by line."""
+    from tracelink.atomic import make_directory
+    from tracelink.commands.repro import find_call_site, write_repro
+    from tracelink.profile_dir.profile import load_profile
+
+    losing = anchor.losing_lines()
+    if losing.empty:
+        return {}
+    after = load_profile(anchor.after) if anchor.after != profile.directory else profile
+    repros = {}
+    for row in losing.head(REPRO_LINES).itertuples():
+        line = f"{row.file}:{row.line}"
+        try:
+            site = find_call_site(after, line)
+            folder = make_directory(profile.directory / files.TUNE_REFERENCE_DIR / "repro" / f"call_site_{site}", inside=profile.directory)
+            repros[line] = str(write_repro(after, site, folder))
+        except TracelinkError as error:
+            repros[line] = f"no repro ({error})"
+    return repros
 
 
 def apply_command(profile: Profile, session) -> list[str] | None:

@@ -39,6 +39,10 @@ TUNE_TRIALS = PurePosixPath(TUNE, "trials.csv")
 TUNE_SCHEDULE = PurePosixPath(TUNE, "schedule.csv")
 TUNE_SUMMARY = PurePosixPath(TUNE, "summary.csv")
 TUNE_CHECK = PurePosixPath(TUNE, "program_check.json")
+TUNE_REFERENCE = PurePosixPath(TUNE, "reference.json")  # the framework's reference raced against the default and handed builds
+TUNE_REFERENCE_LINES = PurePosixPath(TUNE, "reference_lines.csv")  # per line: IREE before, IREE after, the reference
+TUNE_REFERENCE_DIR = PurePosixPath(TUNE, "reference")  # the reference's run files, and repros of the lines it still wins
+TUNE_HANDED = PurePosixPath(TUNE, "handed")  # the profile of the build handed over, when a tuning was added to a strategy
 
 
 def csv(table: str) -> str:

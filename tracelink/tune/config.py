@@ -44,6 +44,9 @@ class SelectOptions:
     # under the HAL profiler for this many rounds, and the config is kept only when the 95 % interval
     # of its dispatch's in-program speedup lies above 1 (0: no per-config check)
     validate_rounds: int = 5
+    # last, the profile's framework reference (--compare) raced against IREE's default build and the build
+    # handed over in this many alternating rounds, and compared per line (0: not raced)
+    reference_rounds: int = 5
 
 
 @dataclass

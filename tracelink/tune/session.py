@@ -6,17 +6,23 @@ When a strategy wins, the tile search tunes the profile of the program built wit
 in-program checks and its final whole-program check compare against the winning strategy alone; the
 flag baselines of the tile search are left out then (the strategy search raced those options already).
 What is handed over is the winner's flags plus the tuning found on top of them (none: the flags alone).
+
+Last, where the profile measured the framework's own run (``--compare``), that reference is raced against
+IREE's default build and the handed-over build, and compared with both per line (:mod:`.anchor`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 
+from tracelink.atomic import make_directory, write_text_atomic
 from tracelink.errors import TracelinkError
 from tracelink.profile_dir.profile import Profile, load_profile
+from tracelink.tune.anchor import Anchor, anchor_lines, build_of, race_anchor
 from tracelink.tune.config import TuneConfig
 from tracelink.tune.remote import RayWork
 from tracelink.tune.run import tune_profile
@@ -38,6 +44,7 @@ class Session:
     tuning: Tuning | None = None
     check: dict | None = None
     tile_note: str = ""  # why the tile search did not run or found nothing, when it did not
+    anchor: Anchor | None = None  # the framework's reference raced against the default and handed-over builds
 
     def strategy_flags(self) -> list[str]:
         """The winning strategy's flags ([]: the default build won)."""
@@ -65,7 +72,17 @@ class Session:
 def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
                  console: Console, profile_build: ProfileBuild | None, work: RayWork | None = None) -> Session:
     """Search strategies (unless one dispatch was named or the search is off), then tiles; with ``work``
-    the strategy search's builds and races run on Ray."""
+    the strategy search's builds and races run on Ray. Then the anchor race against the framework's
+    reference (``[select] reference_rounds``; 0 or 1: not raced)."""
+    session = search(profile, config, dispatch_name, resume, spec_path, console, profile_build, work)
+    if config.select.reference_rounds >= 2:
+        session.anchor = anchor_against_reference(profile, session, config, profile_build, console)
+    return session
+
+
+def search(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
+           console: Console, profile_build: ProfileBuild | None, work: RayWork | None) -> Session:
+    """The strategy search, then the tile search, within the budget."""
     budget = Budget.of_seconds(config.budget_s)
     strategies = None
     target = profile
@@ -92,3 +109,43 @@ def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None
         session.tile_note = f"tile search on {strategies.winner.name}: {one_line(error)}"
     return session
 
+
+
+def anchor_against_reference(profile: Profile, session: Session, config: TuneConfig, profile_build: ProfileBuild | None,
+                             console: Console) -> Anchor | None:
+    """The profile's framework reference raced against IREE's default build and the handed-over build, and
+    its per-line table against the handed-over build's profile (``tune/reference.json`` and
+    ``tune/reference_lines.csv``); None when the profile has no reference."""
+    timeout = config.measure.compile_timeout_seconds
+    handed = session.handed_build()
+    directory = make_directory(profile.directory / files.TUNE_REFERENCE_DIR, inside=profile.directory)
+    with console.status("racing the framework's reference against IREE's default and the handed-over build"):
+        anchor = race_anchor(profile, build_of(session.tuned_profile, handed, timeout) if handed else None,
+                             config.select.reference_rounds, timeout, directory)
+    if anchor is None:
+        return None
+    if anchor.error is None:
+        after = handed_profile(profile, session, profile_build, console)
+        reference_ns = anchor.comparisons()["default_vs_reference"]["base_ns"]
+        anchor.lines, anchor.after = anchor_lines(profile, after, reference_ns), after.directory
+        write_text_atomic(profile.directory / files.TUNE_REFERENCE_LINES, anchor.lines.to_csv(index=False))
+    write_text_atomic(profile.directory / files.TUNE_REFERENCE, json.dumps(anchor.record(), indent=1))
+    return anchor
+
+
+def handed_profile(profile: Profile, session: Session, profile_build: ProfileBuild | None, console: Console) -> Profile:
+    """The profile of the build handed over: the base's when the default is best, the winning strategy's
+    when no tuning was added to it, else the handed-over build profiled now (the strategy's profile when
+    it cannot be)."""
+    if session.handed_build() is None:
+        return profile
+    if session.tuning is None or profile_build is None:
+        return session.tuned_profile
+    try:
+        with console.status("profiling the build handed over, for its lines against the reference"):
+            return load_profile(profile_build(session.apply_flags(), profile.directory / files.TUNE_HANDED,
+                                              session.strategy_program()))
+    except TracelinkError as error:
+        console.print(f"the build handed over could not be profiled ({one_line(error)}); its lines are the strategy's",
+                      markup=False, soft_wrap=True)
+        return session.tuned_profile

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -30,7 +30,7 @@ ROUNDS = 5
 ROUND_SECONDS = 0.3  # each side's share of a round: enough calls for a stable median on a small model
 MIN_CALLS, MAX_CALLS = 1, 50
 WARMUP_CALLS = 3
-PROFILED_CALLS = 3
+PROFILED_CALLS = 5  # odd: the median call of each op
 # fp32 on both sides, with sums reordered: tune's tolerance for a reassociated build (collect.outputs)
 TOLERANCE = 1e-3
 
@@ -122,10 +122,18 @@ def timed_calls(runner: Runner, calls: int) -> float:
 
 def race(runner: Runner, build: IreeBuild, calls: int, rounds: int) -> dict:
     """Alternating rounds of IREE's build and the reference: each side's median per round (ns)."""
-    sides = [lambda _: time_program(build.vmfb, build.function, build.inputs, build.parameters, calls, build.timeout_s),
-             lambda _: timed_calls(runner, calls)]
-    iree, reference = alternate(sides, rounds)
+    (iree,), reference = race_builds(runner, [build], calls, rounds)
     return {"iree_ns": iree, "reference_ns": reference, "calls_per_round": calls}
+
+
+def race_builds(runner: Runner, builds: Sequence[IreeBuild], calls: int, rounds: int) -> tuple[list[list[float]], list[float]]:
+    """Alternating rounds of several IREE builds and the reference (the reference last in each round's
+    order, reversed every other round): each build's medians per round (ns), and the reference's."""
+    sides: list[Callable[[int], float]] = [
+        lambda _, build=build: time_program(build.vmfb, build.function, build.inputs, build.parameters, calls, build.timeout_s)
+        for build in builds]
+    *iree, reference = alternate([*sides, lambda _: timed_calls(runner, calls)], rounds)
+    return iree, reference
 
 
 def compared_outputs(runner: Runner, build: IreeBuild, directory: Path) -> dict:

@@ -66,11 +66,7 @@ class TorchRunner:
         roots = [event for event in walk(profiler.profiler.kineto_results.experimental_event_tree())
                  if getattr(getattr(event.extra_fields, "module", None), "self_ptr", None) == id(self.module)]
         paths = {id(module): path for path, module in self.module.named_modules()}
-        rows = [row for root in roots for row in samples(root, paths)]
-        frame = pd.DataFrame(rows, columns=["stack", "component", "op", "self_ns"])
-        frame = frame.groupby(["stack", "component", "op"], as_index=False, sort=False)["self_ns"].sum()
-        frame["self_ns"] /= max(len(roots), 1)
-        return frame, sum(root.duration_time_ns for root in roots) / max(len(roots), 1)
+        return per_call_medians([list(samples(root, paths)) for root in roots]), float(np.median([root.duration_time_ns for root in roots]))
 
     def close(self) -> None:
         torch.set_num_threads(self._saved_threads)
@@ -93,6 +89,17 @@ def stderr_to(path: Path | None) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def per_call_medians(calls: list[list[tuple[str, str, str, float]]]) -> pd.DataFrame:
+    """Each (stack, component, op)'s self time per call: the median over the profiled calls (0 in a call
+    without it), so a call slowed by the machine's other work does not move one op's share."""
+    frames = [pd.DataFrame(rows, columns=["stack", "component", "op", "self_ns"]).groupby(
+        ["stack", "component", "op"], sort=False)["self_ns"].sum() for rows in calls]
+    if not frames:
+        return pd.DataFrame(columns=["stack", "component", "op", "self_ns"])
+    table = pd.concat(frames, axis=1).fillna(0.0)
+    return table.median(axis=1).rename("self_ns").reset_index()
 
 
 def walk(events: list) -> Iterator:
