@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bench_provenance.py", "bench_perturbation.py", "bench_profile.py", "bench_report.py", "bench_tracy.py", "bench_hook.py", "bench_tune.py", "bench_ray.py", "bench_compare.py", "bench_events.py", "bench_llm.py", "bench_machine.py", "bench_reference.py", "zoo.py"]
+BENCHMARKS = ["bench_provenance.py", "bench_perturbation.py", "bench_profile.py", "bench_report.py", "bench_tracy.py", "bench_hook.py", "bench_tune.py", "bench_ray.py", "bench_compare.py", "bench_events.py", "bench_llm.py", "bench_machine.py", "bench_reference.py", "bench_framework.py", "zoo.py"]
 # A benchmark's arguments, where it takes some: the zoo sweep's first 120 architectures (all of them is `make zoo`).
 ARGUMENTS = {"zoo.py": ["--limit", "120"]}
 
