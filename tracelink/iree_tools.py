@@ -3,7 +3,8 @@
 Every stage that compiles or runs a program builds its command here, so the flags IREE 3.13 takes
 (``--module``, ``--device``, ``--function``, ``--parameters``, ``--input``) are spelled in one place, and
 the one reader of Google Benchmark's JSON report guards against output before it and a missing column.
-Like :mod:`tracelink.tools` (which starts and stops the processes), it sits below every stage.
+Every timing of a build by the benchmark tool (tune's candidates and races, the machine's probes, the
+framework reference's race, ``tracelink diff``) goes through :func:`benchmark_repetitions`. Like :mod:`tracelink.tools` (which starts and stops the processes), it sits below every stage.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracelink.tools import tool_path
+from tracelink.errors import TracelinkError
+from tracelink.tools import run_checked, tool_path
 
 COMPILE_TOOL, RUN_TOOL, BENCHMARK_TOOL = "iree-compile", "iree-run-module", "iree-benchmark-module"
 TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
@@ -77,3 +79,18 @@ def benchmark_times_ns(report: str, column: str = "real_time") -> list[float]:
         return []
     return [float(row[column]) * TIME_UNIT_NS[row.get("time_unit", "ns")] for row in rows
             if row.get("run_type") == "iteration" and column in row]
+
+
+def benchmark_repetitions(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str] = (), *, repetitions: int,
+                          timeout: float, min_time: str = "1x", device: str = "local-task", column: str = "real_time",
+                          doing: str = "timing the program") -> list[float]:
+    """Each repetition's time (ns per call of ``function``) as ``iree-benchmark-module`` measures it: ``repetitions``
+    repetitions, each running for ``min_time`` (``--benchmark_min_time``: ``1x`` one call, ``0.1s``), by the
+    ``column`` clock (``real_time`` or ``cpu_time``). A failure, a crash or no repetition reported is one
+    line naming ``vmfb`` and what it was ``doing``; past ``timeout`` seconds, a :class:`~tracelink.tools.ToolTimedOut`."""
+    command = module_command(BENCHMARK_TOOL, vmfb, function, inputs, parameters, device, [
+        f"--benchmark_min_time={min_time}", f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"])
+    times = benchmark_times_ns(run_checked(command, timeout, vmfb, doing).stdout, column)
+    if not times:
+        raise TracelinkError(f"{vmfb}: {doing}: {BENCHMARK_TOOL} reported no repetitions")
+    return times

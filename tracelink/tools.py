@@ -221,12 +221,17 @@ def run_tool(command: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, reap(process), stdout, stderr)
 
 
+class ToolTimedOut(TracelinkError):
+    """A tool :func:`run_checked` ran past its time limit: a caller may tell it from a failure (tune records
+    such a candidate as timed out)."""
+
+
 def run_checked(command: list[str], timeout: float, subject: Path | str, doing: str) -> subprocess.CompletedProcess:
-    """:func:`run_tool`, with a time-out, a crash or a failure as one line naming ``subject``."""
+    """:func:`run_tool`, with a time-out (:class:`ToolTimedOut`), a crash or a failure as one line naming ``subject``."""
     try:
         done = run_tool(command, timeout)
     except subprocess.TimeoutExpired as error:
-        raise TracelinkError(f"{subject}: {doing} took over {timeout:g} s") from error
+        raise ToolTimedOut(f"{subject}: {doing} took over {timeout:g} s") from error
     tool = Path(command[0]).name
     if done.returncode < 0:
         raise TracelinkError(f"{subject}: {tool} crashed ({signal_name(-done.returncode)}) {doing}")

@@ -15,9 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from tracelink.errors import TracelinkError
-from tracelink.iree_tools import benchmark_command, benchmark_times_ns
-from tracelink.tools import run_checked
+from tracelink.iree_tools import benchmark_repetitions
 
 T = TypeVar("T")
 
@@ -38,9 +36,4 @@ def alternate(runs: Sequence[Callable[[int], T]], rounds: int, started: Callable
 def time_program(vmfb: Path, function: str, inputs: Sequence[str], parameters: Sequence[str], repetitions: int,
                  timeout: float) -> float:
     """Median wall time (ns) of one call of the whole program over ``repetitions`` calls on local-task."""
-    command = benchmark_command(vmfb, function, inputs, parameters, 1) + [f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
-    done = run_checked(command, timeout, vmfb, "timing the program")
-    times = benchmark_times_ns(done.stdout)
-    if not times:
-        raise TracelinkError(f"{vmfb}: timing the program: iree-benchmark-module reported no repetitions")
-    return float(np.median(times))
+    return float(np.median(benchmark_repetitions(vmfb, function, inputs, parameters, repetitions=repetitions, timeout=timeout)))

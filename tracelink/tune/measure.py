@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, compile_command, module_command, run_module_command
+from tracelink.iree_tools import benchmark_repetitions, compile_command, run_module_command
 from tracelink.errors import TracelinkError
 from tracelink.atomic import make_directory, write_text_atomic
-from tracelink.tools import run_tool, stop_on_sigterm
+from tracelink.tools import ToolTimedOut, run_tool, stop_on_sigterm
 from tracelink.tune import harness
 from tracelink.tune.candidates import materialize
 from tracelink.tune.dispatch import Dispatch, config_text, element_bytes
@@ -203,16 +203,18 @@ def run_candidate_tool(command: list[str], timeout: float, what: str) -> subproc
 def run_benchmark(
     vmfb: Path, inputs: list[Path], options: MeasureOptions, batch_size: int, timeout: float, repetitions: int | None = None
 ) -> Timing:
-    """Time ``tracelink_run`` dispatching ``batch_size`` times on ``inputs``; per-dispatch seconds of each repetition."""
-    command = module_command(BENCHMARK_TOOL, vmfb, harness.RUN_FUNCTION, [*(f"@{path}" for path in inputs), str(batch_size)],
-                             device=options.device, extra=[f"--benchmark_repetitions={repetitions or options.repetitions}",
-                                                           f"--benchmark_min_time={options.repetition_seconds}s", "--benchmark_format=json"])
-    done = run_candidate_tool(command, timeout, "benchmark")
-    column = "cpu_time" if options.clock == "cpu" else "real_time"
-    samples = [ns * 1e-9 / batch_size for ns in benchmark_times_ns(done.stdout, column)]
-    if not samples:
-        raise RuntimeError("iree-benchmark-module reported no repetitions")
-    return Timing(samples)
+    """Time ``tracelink_run`` dispatching ``batch_size`` times on ``inputs``; per-dispatch seconds of each repetition.
+    A timeout or failure is the candidate's, as in :func:`run_candidate_tool`."""
+    arguments = [*(f"@{path}" for path in inputs), str(batch_size)]
+    try:
+        times = benchmark_repetitions(vmfb, harness.RUN_FUNCTION, arguments, repetitions=repetitions or options.repetitions, timeout=timeout,
+                                      min_time=f"{options.repetition_seconds}s", device=options.device,
+                                      column="cpu_time" if options.clock == "cpu" else "real_time", doing="timing the candidate")
+    except ToolTimedOut as error:
+        raise TimeoutError(f"benchmark exceeded {timeout:.3g} s") from error
+    except TracelinkError as error:
+        raise RuntimeError(str(error)) from error
+    return Timing([ns * 1e-9 / batch_size for ns in times])
 
 
 class Measurer:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.iree_tools import BENCHMARK_TOOL, benchmark_times_ns, compile_command, module_command
+from tracelink.iree_tools import benchmark_repetitions, compile_command
 from tracelink.errors import TracelinkError
 from tracelink.tools import kill_group, last_lines, reap, run_tool, start_process
 
@@ -137,13 +137,8 @@ def probe_attributes(config: str | None) -> str:
 def probe_cpu_seconds(vmfb: Path) -> float:
     """The fastest of a few repetitions of one call of the probe, by CPU time."""
     inputs = [f"{IREE_SIZE}x{IREE_SIZE}xf32=1", f"{IREE_SIZE}x{IREE_SIZE}xf32={1 / IREE_SIZE}"]
-    done = run_tool(module_command(BENCHMARK_TOOL, vmfb, "main", inputs, device="local-sync",
-                                   extra=["--benchmark_repetitions=5", "--benchmark_min_time=0.1s", "--benchmark_format=json"]), PROBE_TIMEOUT_S)
-    if done.returncode != 0:
-        raise TracelinkError(f"measuring the machine's compute peak: iree-benchmark-module failed: {done.stderr.strip()[-200:]}")
-    times = benchmark_times_ns(done.stdout, "cpu_time")
-    if not times:
-        raise TracelinkError("measuring the machine's compute peak: iree-benchmark-module reported no repetitions")
+    times = benchmark_repetitions(vmfb, "main", inputs, repetitions=5, timeout=PROBE_TIMEOUT_S, min_time="0.1s", device="local-sync",
+                                  column="cpu_time", doing="measuring the machine's compute peak")
     return min(times) * 1e-9
 
 
