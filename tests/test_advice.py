@@ -26,7 +26,7 @@ from rich.console import Console
 
 from tests.conftest import REPO, SHARED, run_profile
 from tracelink.aggregate.advice import HELPED
-from tracelink.aggregate.tune_record import STRATEGIES_FILE
+from tracelink.profile_dir.tune_record import STRATEGIES_FILE
 from tracelink.aggregate.utilization import FAR_FROM_ROOFS
 from tracelink.compile import CompileOptions
 from tracelink.profile_dir.profile import load_profile

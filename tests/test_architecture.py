@@ -23,10 +23,12 @@ LAYER_RANK = {
     "tune": 7, "pipeline": 8, "commands": 9, "api": 10,
 }
 # What every stage shares: the modules at the top of the package, and the profile directory's declared
-# names and ownership (the compile stage already writes into the directory).
+# names and ownership (the compile stage already writes into the directory) and tune's record in it (the
+# advice of the aggregate stage reads it).
 BASE = {
     "tracelink.version", "tracelink.errors", "tracelink.atomic", "tracelink.textsafe", "tracelink.tools", "tracelink.iree_tools",
     "tracelink.ir_utils", "tracelink.profile_dir", "tracelink.profile_dir.files", "tracelink.profile_dir.claim",
+    "tracelink.profile_dir.tune_record",
 }
 MAX_TOP_LEVEL_MODULES = 8
 # The one module that declares the profile directory's files; a spelled name anywhere else is a second owner.

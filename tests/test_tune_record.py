@@ -1,4 +1,4 @@
-"""The tune record (tracelink/aggregate/tune_record.py): the record log tune appends to, the views derived
+"""The tune record (tracelink/profile_dir/tune_record.py): the record log tune appends to, the views derived
 from it (strategies.json, trials.csv, schedule.csv, summary.csv, program_check.json), the report's
 lenient reader of strategies.json and the strict reader of the log (--resume and every view)."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tracelink.aggregate.tune_record import (RECORDS_FILE, STRATEGIES_FILE, STRATEGY_KINDS, TILE_KINDS, RecordLog, read_strategies,
+from tracelink.profile_dir.tune_record import (RECORDS_FILE, STRATEGIES_FILE, STRATEGY_KINDS, TILE_KINDS, RecordLog, read_strategies,
                                              read_records, resumed_strategies, strategies_view, write_strategies)
 from tracelink.errors import TracelinkError
 
@@ -107,7 +107,7 @@ def test_the_tile_views_are_derived_from_the_log_and_show_the_latest_tile_search
 
 
 def test_what_tune_writes_is_a_record_of_the_schema():
-    from tracelink.aggregate.tune_record import DISPATCH_FIELDS, TILE_FIELDS
+    from tracelink.profile_dir.tune_record import DISPATCH_FIELDS, TILE_FIELDS
     from tracelink.tune.measure import Trial
     from tracelink.tune.targets import Outcome
 

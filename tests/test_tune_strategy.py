@@ -36,7 +36,7 @@ from tracelink.collect.rounds import alternate, time_program
 from tracelink.aggregate.speedup import summarize
 from tracelink.tune.session import Session
 from tracelink.tune.spec import DUMP_FLAG_PREFIXES
-from tracelink.aggregate.tune_record import STATUSES
+from tracelink.profile_dir.tune_record import STATUSES
 from tracelink.collect.outputs import outputs_agree
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.strategy import SearchResult, StrategySearch

@@ -1,7 +1,7 @@
 """Measured advice: what each compiler strategy `tracelink tune` measured did to each line and op kind.
 
 `tracelink tune PROFILE` records every strategy it tried and, per source line and op kind, the base and
-strategy time (:mod:`tracelink.aggregate.tune_record`, which reads the record as untrusted input). This
+strategy time (:mod:`tracelink.profile_dir.tune_record`, which reads the record as untrusted input). This
 module turns that record into:
 
 - the per-line and per-op-kind strategy tables the report, the printed summary and ``--json`` show;
@@ -22,7 +22,7 @@ import math
 
 import pandas as pd
 
-from tracelink.aggregate.tune_record import Strategies
+from tracelink.profile_dir.tune_record import Strategies
 from tracelink.aggregate.utilization import NOT_MEASURED
 
 # A line counts as helped by a strategy when its time there shrank by at least this factor: per-line

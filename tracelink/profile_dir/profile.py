@@ -14,7 +14,7 @@ from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
 from tracelink.aggregate import set_roofs
-from tracelink.aggregate.tune_record import Strategies, read_strategies
+from tracelink.profile_dir.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
 from tracelink.profile_dir.claim import FORMAT_VERSION

@@ -3,7 +3,7 @@ comparison (``tracelink diff``).
 
 Both searches run their tuners in the one loop of ``tuners.loop``, which owns the budget (trials and/or
 the deadline of the whole command) and calls back after every measured batch: the record log
-(``tracelink.aggregate.tune_record``, where every kind of record and the files derived from it are
+(``tracelink.profile_dir.tune_record``, where every kind of record and the files derived from it are
 defined) and the progress bar (``progress``). ``strategy`` searches IREE's whole-program lowering options
 (``strategy_space``: the options, their combinations and candidates; ``tuners.halving``: which to race
 next; ``outputs``: whether a build computes what the default does; ``per_line``: what a faster strategy

@@ -26,7 +26,7 @@ convolutions the table shows it slowing to the default lowering, and a profiled 
 im2col that takes im2col on the convolutions the table shows an im2col strategy making clearly faster.
 One of them replaces the winner only when a race shows it faster than the winner.
 
-Everything measured goes to the record log (:mod:`tracelink.aggregate.tune_record`, which derives
+Everything measured goes to the record log (:mod:`tracelink.profile_dir.tune_record`, which derives
 ``strategies.json`` from it), after every candidate and every race (a callback of the loop), so an
 interrupt keeps what was measured and ``--resume`` continues; the loop stops at the budget's deadline,
 and the races it left out are recorded as not run. ``per_line`` comes from profiling each faster
@@ -44,7 +44,7 @@ import numpy as np
 from rich.console import Console
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate.tune_record import STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document
+from tracelink.profile_dir.tune_record import STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document
 from tracelink.atomic import make_directory
 from tracelink.profile_dir.profile import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines

@@ -1,4 +1,4 @@
-"""The tile search's side of tune's record log (:mod:`tracelink.aggregate.tune_record`, which writes the
+"""The tile search's side of tune's record log (:mod:`tracelink.profile_dir.tune_record`, which writes the
 views): a ``tiles`` record when the search starts, a ``tile`` record per measured configuration and a
 ``round`` record per round of the task scheduler as they are measured (a callback of the loop in
 ``tile_search``), then a ``dispatch`` record per tuned dispatch and the ``program_check``; ``--resume``
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelink.aggregate.tune_record import TILE_FIELDS, TILE_KINDS, RecordLog
+from tracelink.profile_dir.tune_record import TILE_FIELDS, TILE_KINDS, RecordLog
 from tracelink.tune.measure import Trial
 from tracelink.tune.targets import Outcome
 
