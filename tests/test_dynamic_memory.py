@@ -81,6 +81,11 @@ def test_the_lines_hold_the_transients_live_at_the_peak(profiled):
 
 def test_every_timed_dispatch_gives_its_root_lines_time(profiled):
     *_, profile = profiled
+    assert_root_lines_timed(profile)
+
+
+def assert_root_lines_timed(profile) -> None:
+    """Every root op of a timed run-phase dispatch, and its own line, read more than 0 ns."""
     ops, lines = profile.source_ops.set_index("op"), profile.source_lines.set_index(["file", "line"])
     timed = profile.call_sites[(profile.call_sites["phase"] == "run") & (profile.call_sites["total_ns"] > 0)]
     roots = {op for cell in timed["root_ops"] for op in str(cell).split(";") if op}

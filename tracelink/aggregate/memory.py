@@ -13,7 +13,8 @@ for a buffer that lives at another time).
 
 A range a copy fills from an argument (a KV cache the call updates: IREE copies it into the slab,
 updates it there and copies it back) holds that argument: it is the argument's, not a line's, and a
-write into it (the update) stays the argument's bytes, so a cache is counted once. The events'
+write into it (the update) stays the argument's bytes, so a cache is counted once. A result such a copy
+fills is the argument returned updated (a functional cache): it counts in the outputs, named. The events'
 allocations are matched to the plan's allocations (:func:`match_allocations`) by the sizes the run
 fixed, so the split works on dynamic shapes as on static ones.
 """
@@ -168,21 +169,25 @@ def match_allocations(allocations: list[Allocation], plan: StreamPlan) -> dict[i
     return found
 
 
-def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list[Allocation], copies: dict[int, dict[int, int]]) -> dict:
+def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list[Allocation], copies: dict[int, dict[int, int]],
+             returned: dict[int, int]) -> dict:
     """The allocations open at the events' high water by what they hold (``split``): a result is ``outputs``,
     a transient slab ``transients`` but for the bytes it holds of an argument's copy at the peak (``copies``:
     alloca -> argument -> bytes), which are ``inputs``; an allocation matching no alloca is an argument's
     copy when it has that argument's size, else ``other``. ``split_inputs`` names the arguments,
-    ``split_other`` says why each other allocation matched nothing."""
+    ``split_outputs`` the function's results in ``outputs`` (with the argument each returns updated, from
+    ``returned``: result -> argument), ``split_other`` says why each other allocation matched nothing."""
     matched = match_allocations(capture.allocations, plan)
     arguments = {argument: size for argument, size in plan.arguments.items() if size}
     split = dict.fromkeys(["inputs", "outputs", "transients", "constants", "parameters", "other"], 0)
     held: dict[int, int] = {}
     other = []
+    results = []
     for allocation in at_peak:
         alloca = matched.get(id(allocation))
         if alloca is not None and alloca.lifetime == "external":
             split["outputs"] += allocation.length
+            results += [result for result in plan.results if result.origin == f"alloca:{alloca.index}"]
         elif alloca is not None:
             for argument, size in copies.get(alloca.index, {}).items():
                 held[argument] = held.get(argument, 0) + size
@@ -197,7 +202,18 @@ def classify(capture: MemoryCapture, plan: StreamPlan, at_peak: list[Allocation]
             split["other"] += allocation.length
             other.append({"bytes": allocation.length, "why": unmatched_reason(plan, allocation)})
     named = [{"argument": argument, "type": plan.argument_types.get(argument, ""), "bytes": size} for argument, size in sorted(held.items())]
-    return {"split": split, "split_inputs": named, "split_other": other}
+    outputs = [{"result": result.position, "type": result.type, "bytes": result.length, "argument": returned.get(result.position)}
+               for result in sorted(results, key=lambda result: result.position)]
+    return {"split": split, "split_inputs": named, "split_outputs": outputs, "split_other": other}
+
+
+def returned_arguments(buffers: list[Buffer], plan: StreamPlan) -> dict[int, int]:
+    """Result position -> the argument it returns updated: a copy from that argument fills the result's
+    range (a cache returned rather than updated in place: the call copies it into its result, then
+    updates it there), so its bytes are counted once, as that result's."""
+    return {result.position: buffer.copy_of for result in plan.results for buffer in buffers
+            if buffer.copy_of is not None and result.origin == f"alloca:{buffer.alloca}"
+            and overlaps(result.offset, result.length, buffer.start, buffer.length)}
 
 
 def unmatched_reason(plan: StreamPlan, allocation: Allocation) -> str:
@@ -263,7 +279,7 @@ def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, c
             })
     lines, components = line_table(rows), component_table(rows)
     live_at_peak = int(lines["bytes_at_peak"].sum()) if not lines.empty else 0
-    classified = classify(capture, plan, at_peak, argument_copies(live[peak_at]) if count else {})
+    classified = classify(capture, plan, at_peak, argument_copies(live[peak_at]) if count else {}, returned_arguments(buffers, plan))
     split = classified["split"]
     summary = {
         "peak_bytes": peak_bytes,

@@ -10,7 +10,8 @@ starts, and its type gives the tensor's size. The offset is a constant, or an op
 when several dispatches share one executable. ``stream.cmd.fill`` and ``stream.cmd.copy`` write ranges
 too (a padded tensor is zero-filled, then a dispatch writes its interior). Commands inside a
 ``stream.cmd.concurrent`` block run together. So every command knows which bytes of which allocation
-it writes and reads, and when, which is what the memory attribution needs.
+it writes and reads, and when, which is what the memory attribution needs. The function's results are
+``stream.tensor.export`` of (a subview of) an ``<external>`` allocation: each is placed in it.
 
 In a program with dynamic shapes those sizes and offsets are host values computed from the arguments'
 dims (``hal.buffer_view.dim``), and an executable receives an offset or a dim as push constants (the
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -33,7 +34,6 @@ from tracelink.provenance.runtime_sizes import RuntimeSizes
 Shapes = list[tuple[int, ...] | None] | None
 
 READ, WRITE = 1, 2  # bits of stream.cmd.dispatch's resource_accesses
-# Ops that pass a value through unchanged in the sense that matters here (the same bytes, or its index).
 
 
 @dataclass
@@ -67,6 +67,17 @@ class PlannedCommand:
 
 
 @dataclass
+class PlannedResult:
+    """One result of the function: the allocation holding it (``stream.tensor.export`` of a range of it)."""
+
+    position: int  # in the function's results
+    origin: str  # "alloca:<i>", or another origin when the result is not the call's allocation
+    offset: int | None
+    length: int | None
+    type: str  # its tensor type in the run: 16x2048xf16
+
+
+@dataclass
 class StreamPlan:
     """The call's allocations and what each command touches; the sizes of the resident globals."""
 
@@ -75,6 +86,7 @@ class StreamPlan:
     arguments: dict[int, int | None]  # argument position -> bytes imported (once, however often imported)
     resident: dict[str, tuple[str, int | None]]  # global -> ("parameter" or "constant", bytes)
     argument_types: dict[int, str] = field(default_factory=dict)  # argument position -> its tensor type in the run: 16x2048xf16
+    results: list[PlannedResult] = field(default_factory=list)
 
     @property
     def dispatches(self) -> list[PlannedCommand]:
@@ -93,6 +105,8 @@ def read_stream_plan(path: Path, entry: str, argument_shapes: Shapes = None) -> 
     executables = {symbol_name(op): op for op in top_level(module) if op.name == "stream.executable"}
     plan = StreamPlan([], [], {}, resident_globals(module))
     origins: dict[ir.Value, str] = {}
+    offsets: dict[ir.Value, int | None] = {}  # a subview's offset in the resource it views
+    exported: dict[ir.Value, PlannedResult] = {}
     visited: set[str] = set()
     block_starts: dict[ir.Operation, int] = {}  # concurrent block -> the dispatch count when it began
 
@@ -116,7 +130,13 @@ def read_stream_plan(path: Path, entry: str, argument_shapes: Shapes = None) -> 
                 origins[op.results[0]] = f"argument:{argument}"
                 if argument >= 0:
                     plan.arguments[argument] = run.value(op.operands[-1])
-                    plan.argument_types[argument] = imported_type(op, run)
+                    plan.argument_types[argument] = tensor_type(op, "result_encoding", run)
+            elif op.name == "stream.tensor.export" and name in bodies:
+                source = op.operands[0]
+                exported[op.results[0]] = PlannedResult(-1, origin_of(source, origins), offsets.get(source, 0), run.value(op.operands[-1]),
+                                                        tensor_type(op, "source_encoding", run))
+            elif op.name == "util.return" and name in bodies:
+                plan.results.extend(replace(exported[value], position=k) for k, value in enumerate(op.operands) if value in exported)
             elif op.name == "util.global.load":
                 origins[op.results[0]] = f"global:{symbol_ref_leaf(attr(op, 'global'))}"
             elif op.name == "stream.cmd.execute":
@@ -124,6 +144,9 @@ def read_stream_plan(path: Path, entry: str, argument_shapes: Shapes = None) -> 
             elif op.name in ("stream.timepoint.await", "stream.resource.subview"):
                 for result, source in zip(op.results, passed_resources(op)):
                     origins[result] = origin_of(source, origins)
+                if op.name == "stream.resource.subview":  # operands: source, its size, offset, length
+                    base, inner = offsets.get(op.operands[0], 0), run.value(op.operands[2])
+                    offsets[op.results[0]] = None if base is None or inner is None else base + inner
             elif op.name == "stream.cmd.dispatch":
                 plan.commands.append(planned_dispatch(op, origins, executables, context, position(op), run))
             elif op.name in ("stream.cmd.fill", "stream.cmd.copy"):
@@ -140,10 +163,11 @@ def argument_index(value: ir.Value) -> int:
     return value.arg_number if isinstance(value, ir.BlockArgument) else -1
 
 
-def imported_type(op: ir.Operation, run: RuntimeSizes) -> str:
-    """An imported argument's tensor type with its dynamic dims (the import's operands between the view and
-    the size) as the run had them: ``32x64xf32``; a dim the run does not fix stays ``?``."""
-    encoding = attr(op, "result_encoding")
+def tensor_type(op: ir.Operation, encoding_name: str, run: RuntimeSizes) -> str:
+    """An imported argument's or exported result's tensor type (its ``encoding_name`` attribute) with its
+    dynamic dims (the op's operands between the view and the size) as the run had them: ``32x64xf32``; a
+    dim the run does not fix stays ``?``."""
+    encoding = attr(op, encoding_name)
     text = str(ir.TypeAttr(encoding).value) if encoding is not None else "tensor<?>"
     dims = iter(run.value(value) for value in list(op.operands)[1:-1])
     shape = text[text.find("<") + 1 : text.rfind(">")]

@@ -51,6 +51,9 @@ DIVIDING = ("divsi", "divui", "floordivsi", "ceildivsi", "ceildivui", "remsi", "
 PASS_THROUGH = (
     "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
     "iree_tensor_ext.dispatch.workload.ordinal", "util.assume.int", "flow.dispatch.workload.ordinal",
+    # torch's arange length, ceil((end - start) / step), computed in floats from an integer size: no float
+    # op that makes a fraction (divf) is evaluated, so every float here holds an integer and these keep it
+    "arith.sitofp", "arith.uitofp", "math.ceil", "math.floor", "arith.fptosi", "arith.fptoui",
 )
 # Ops whose results are written into their last operands (destination style): a result has its init's shape.
 DESTINATION_PREFIXES = ("linalg.", "iree_linalg_ext.")
