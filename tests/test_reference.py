@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import jsonschema
 import numpy as np
 import onnx
@@ -167,11 +169,43 @@ def test_compare_on_mlir_is_one_error_line(tmp_path):
     assert "unknown reference 'bogus'" in line
 
 
-def test_jax_jit_whole_call(tmp_path):
-    done = run_cli("profile", f"{EXAMPLES / 'jax_mlp.py'}:make", "-o", str(tmp_path), "--repetitions", "1", "--json")
+def test_jax_jit_per_line(tmp_path):
+    model = EXAMPLES / "jax_mlp.py"
+    done = run_cli("profile", f"{model}:make", "-o", str(tmp_path), "--repetitions", "1", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     (record,) = json.loads(done.stdout)["references"]
     assert record["name"] == "xla" and record["status"] == "measured", record
     assert record["outputs"]["agree"], record["outputs"]
-    assert record["race"]["tuned_ns"] > 0 and record["per_line"].startswith("whole call only")
-    assert not (tmp_path / "reference_lines.csv").exists()
+    assert record["per_line"] == "ops" and record["profiled_ns_per_call"] > 0
+    lines = load_profile(tmp_path).reference_lines
+    theirs = lines[lines["reference_ns"].notna()]
+    # XLA's thunks, through their ops' stacks, land on the model's own lines, the lines IREE's dispatches have
+    assert (theirs["file"] == str(model)).all() and lines["only_in"].isna().all()
+    assert abs(theirs["reference_ns"].sum() - record["ns_per_call"]) <= 0.15 * record["ns_per_call"]
+    # the two hidden layers' matmuls (lines 23 and 24: 64x256x512 and 64x512x512) are most of the call
+    hidden = theirs.loc[theirs["line"].isin([23, 24]), "reference_ns"].sum()
+    assert hidden >= 0.7 * theirs["reference_ns"].sum(), theirs
+    assert theirs.set_index("line")["reference_ns"][24] > theirs.set_index("line")["reference_ns"][25]
+
+
+def scanned_layers(weights, x):
+    def layer(h, w):
+        return jnp.tanh(h @ w), None
+
+    return jax.lax.scan(layer, x, weights)[0]
+
+
+def test_jax_loop_body_is_counted_once(tmp_path):
+    from tracelink.collect.reference.jax_jit import JaxRunner
+
+    runner = JaxRunner(scanned_layers, (jnp.ones((6, 128, 128)) * 0.01, jnp.ones((32, 128))), tmp_path / "reference" / "xla")
+    runner.call()
+    samples, profiled_ns = runner.profile(3)
+    here = f"{Path(__file__).resolve()}:"
+    # the loop's thunk holds its body's: only the body's ops are counted, at the body's lines (and XLA's
+    # own copies, which no line made, at none)
+    stacks = samples.loc[samples["stack"] != "", "stack"]
+    assert stacks.str.startswith(here).all() and not stacks.str.contains("/tracelink/").any()
+    assert set(samples["op"]) >= {"dot_general", "tanh"}
+    assert samples["self_ns"].sum() <= profiled_ns
+    assert list((tmp_path / "reference" / "xla" / "xla_trace").rglob("*.trace.json.gz"))

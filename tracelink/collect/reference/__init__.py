@@ -4,7 +4,8 @@ A reference is one way the framework runs the model: ``eager`` and ``inductor`` 
 ``torch.nn.Module``, ``xla`` (``jax.jit`` on CPU) for a JAX function, ``onnxruntime`` (its CPU provider)
 for an ``.onnx`` model. Each is timed whole in a race against IREE's build (:mod:`.race`), its outputs
 are compared with IREE's, and where the framework says which op ran on which line (torch's profiler,
-onnxruntime's node profile) its time per op is kept as samples the aggregate stage folds into lines.
+onnxruntime's node profile, XLA's trace of its thunks) its time per op is kept as samples the aggregate
+stage folds into lines.
 
 This module is light to import (``tracelink profile`` checks ``--compare`` before the compiler starts);
 the frameworks load only when a reference runs.

@@ -56,7 +56,7 @@ def runner_for(name: str, subject: Subject, threads: int, directory: Path) -> Ru
     if name == "xla":
         from tracelink.collect.reference.jax_jit import JaxRunner
 
-        return JaxRunner(subject.target, subject.args)
+        return JaxRunner(subject.target, subject.args, directory)
     from tracelink.collect.reference.onnxrt import OnnxRuntimeRunner
 
     return OnnxRuntimeRunner(Path(subject.target), subject.args, threads, directory)

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from tracelink.collect.reference.samples import per_call_medians
 from tracelink.compile.frontends.torch_export import scoped_name
 from tracelink.atomic import make_directory
 from tracelink.errors import TracelinkError
@@ -89,17 +90,6 @@ def stderr_to(path: Path | None) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
-
-
-def per_call_medians(calls: list[list[tuple[str, str, str, float]]]) -> pd.DataFrame:
-    """Each (stack, component, op)'s self time per call: the median over the profiled calls (0 in a call
-    without it), so a call slowed by the machine's other work does not move one op's share."""
-    frames = [pd.DataFrame(rows, columns=["stack", "component", "op", "self_ns"]).groupby(
-        ["stack", "component", "op"], sort=False)["self_ns"].sum() for rows in calls]
-    if not frames:
-        return pd.DataFrame(columns=["stack", "component", "op", "self_ns"])
-    table = pd.concat(frames, axis=1).fillna(0.0)
-    return table.median(axis=1).rename("self_ns").reset_index()
 
 
 def walk(events: list) -> Iterator:
