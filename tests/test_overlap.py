@@ -16,8 +16,10 @@ import types
 from pathlib import Path
 
 import networkx as nx
+import pandas as pd
 import pytest
 
+from tracelink.aggregate import op_line_shares
 from tracelink.collect.inputs import described_type
 from tracelink.compile import CompileOptions, PendingCompile, dumped_phases
 from tracelink.errors import TracelinkError
@@ -27,7 +29,7 @@ from tracelink.provenance.executables import source_dumps
 from tracelink.provenance.graph import write_node_link
 from tracelink.provenance.program import read_input_program
 from tracelink.pipeline.provenance_job import ProvenanceJob
-from tracelink.report.textmap import PARSED_DUMPS
+from tracelink.report.textmap import SourceTexts
 from tracelink.commands.profile import imported_beside_the_compiler
 from tracelink.tools import InChildProcess, open_files, wait_for_exit
 
@@ -51,7 +53,7 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
         dump = next(phases.glob(f"*.{phase}.mlir"), None)
         waited.append((phase, dump.read_bytes() if dump is not None else None))
 
-    job = ProvenanceJob(read_input_program(program), "attention", ProfileOptions(), out, lambda: compiled, ready)
+    job = ProvenanceJob(read_input_program(program), "attention", ProfileOptions(), out, lambda: compiled, ready, texts=SourceTexts())
     compiled = pending.finish()
     built = job.result()
     beside = built.provenance
@@ -65,10 +67,13 @@ def test_the_graph_built_beside_the_compiler_is_the_graph_of_the_finished_dumps(
     assert sorted(phase for phase, _ in waited) == sorted(["input", "input", QUIET_PHASE, QUIET_PHASE, "hal"])
     assert [phase for phase, _ in waited if phase != QUIET_PHASE] == ["input", "input", "hal"]
     assert json.loads((out / "provenance.json").read_text()) == graph_document(after.graph, tmp_path)
-    # the executables' sources the report shows were parsed beside the compiler, each of them
+    # the program and the executables' sources the report shows were parsed beside the compiler, each of
+    # them, and come with the graph's line shares in the job's result
     sources = source_dumps(out / "artifacts" / "executables")
-    parsed = {key[0] for key in PARSED_DUMPS}
+    assert built.texts is not None and program.resolve() in built.texts.programs
+    parsed = {path for path, _ in built.texts.dumps}
     assert sources and all(path.resolve() in parsed for path in sources)
+    pd.testing.assert_frame_equal(built.line_shares, op_line_shares(after.graph))
     assert [site.export for site in beside.call_sites] == [site.export for site in after.call_sites]
 
 

@@ -36,7 +36,6 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from tracelink.aggregate.graph_tables import per_graph
 from tracelink.compile.frames import LIBRARY_FRAMES, is_library, user_frame
 from tracelink.provenance.graph import audit_of, nodes_of_kind
 
@@ -97,10 +96,10 @@ def grouped_stats(frame: pd.DataFrame, keys: list[str], value: str, grand_total:
     return result.reset_index()
 
 
-@per_graph
 def attribution(graph: nx.DiGraph) -> pd.DataFrame:
     """One row per (call site, source op) with the op's fraction of that call site's time; fractions sum to 1
-    (split at the machine's roofs: the module docstring)."""
+    (split at the machine's roofs set on ``graph``: the module docstring). Made once per profile, where it is
+    aggregated or loaded, and carried on it (``Profile.attribution``)."""
     flops_per_ns, bytes_per_ns = graph.graph.get(PEAK_GFLOPS), graph.graph.get(PEAK_GBPS)  # GFLOP/s is FLOP/ns
     roofs = bool(flops_per_ns and bytes_per_ns)
     rows = []
@@ -122,20 +121,21 @@ def attribution(graph: nx.DiGraph) -> pd.DataFrame:
 
 def set_roofs(graph: nx.DiGraph, peak_gflops: float | None, peak_gbps: float | None, medians: dict[int, float]) -> None:
     """Record on ``graph`` what its dispatches' time is split at: the machine's peaks and each call site's
-    median time (``medians``, by call-site index); the graph's tables are made again with them."""
+    median time (``medians``, by call-site index), which :func:`attribution` reads."""
     for node in nodes_of_kind(graph, "call_site"):
         graph.nodes[node][MEDIAN_NS] = float(medians.get(graph.nodes[node]["index"], 0.0))
     graph.graph[PEAK_GFLOPS], graph.graph[PEAK_GBPS] = peak_gflops or 0.0, peak_gbps or 0.0
 
 
-def call_site_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
-    """Per call site: provenance (export, root op, source ops and lines) and statistics."""
+def call_site_table(events: pd.DataFrame, graph: nx.DiGraph, attributed: pd.DataFrame) -> pd.DataFrame:
+    """Per call site: provenance (export, root op, source ops and lines) and statistics; ``attributed`` is
+    the graph's :func:`attribution`."""
     grand_total = float(events["duration_ns"].sum())
     timed = grouped_stats(events.dropna(subset=["call_site"]), ["call_site"], "duration_ns", grand_total)
     # each call site's ops by role, in attribution order (plain lists: a pandas filter per call site is
     # slow on a large model)
     ops_of_site: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for site, op, role in attribution(graph)[["call_site", "op", "role"]].itertuples(index=False):
+    for site, op, role in attributed[["call_site", "op", "role"]].itertuples(index=False):
         ops_of_site[site][role].append(op)
     lines_of = {op: op_lines(graph, op) for op in nodes_of_kind(graph, "source_op")}
     rows = []
@@ -188,10 +188,11 @@ def op_lines(graph: nx.DiGraph, op: str) -> list[str]:
     return list(dict.fromkeys(p.rsplit(":", 1)[0] for p in positions))
 
 
-def op_iteration_times(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
-    """Time each source op is credited in each iteration: columns ``op, iteration, ns``."""
+def op_iteration_times(events: pd.DataFrame, attributed: pd.DataFrame) -> pd.DataFrame:
+    """Time each source op is credited in each iteration (through the graph's :func:`attribution`):
+    columns ``op, iteration, ns``."""
     timed = events.dropna(subset=["call_site", "iteration"])[["call_site", "iteration", "duration_ns"]].astype("int64")
-    credited = timed.merge(attribution(graph), on="call_site")
+    credited = timed.merge(attributed, on="call_site")
     credited["ns"] = credited["duration_ns"] * credited["fraction"]
     return credited.groupby(["op", "iteration"], as_index=False)["ns"].sum()
 
@@ -204,14 +205,15 @@ def with_all_iterations(times: pd.DataFrame, key: list[str], iterations: int) ->
     return every.merge(times[[*key, "iteration", "ns"]], on=[*key, "iteration"], how="left").fillna({"ns": 0.0})
 
 
-def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
-    """Per source op: location, the call sites it feeds (as root / producer) and per-iteration statistics."""
+def source_op_table(events: pd.DataFrame, graph: nx.DiGraph, attributed: pd.DataFrame) -> pd.DataFrame:
+    """Per source op: location, the call sites it feeds (as root / producer) and per-iteration statistics;
+    ``attributed`` is the graph's :func:`attribution`."""
     grand_total = float(events["duration_ns"].sum())
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
-    times = with_all_iterations(op_iteration_times(events, graph), ["op"], iterations)
+    times = with_all_iterations(op_iteration_times(events, attributed), ["op"], iterations)
     timed = grouped_stats(times, ["op"], "ns", grand_total)
     fed: dict[tuple[str, str], list[str]] = {}  # (op, role) -> call sites, in order
-    for share in attribution(graph).itertuples():
+    for share in attributed.itertuples():
         fed.setdefault((share.op, share.role), []).append(str(share.call_site))
     rows = []
     for node in nodes_of_kind(graph, "source_op"):
@@ -232,9 +234,10 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-@per_graph
 def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
     """How each source op's time divides over lines: columns ``op, file, line, self, user_self, inclusive``.
+    It depends on the graph alone (the provenance job makes it beside the compiler) and is carried on the
+    profile (``Profile.line_shares``).
 
     Each member of an op's location gets an equal part; a member's part is *self* time of its
     innermost line, *user self* time of its innermost line outside library code (its innermost line
@@ -261,7 +264,11 @@ def op_line_shares(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_F
 def user_lines(graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> dict[str, tuple[str, int]]:
     """Each source op's user line: the line holding most of its user self time (:func:`op_line_shares`), the
     line the summary ranks its time under."""
-    shares = op_line_shares(graph, library_globs)
+    return held_lines(op_line_shares(graph, library_globs))
+
+
+def held_lines(shares: pd.DataFrame) -> dict[str, tuple[str, int]]:
+    """:func:`user_lines` of the graph whose :func:`op_line_shares` are ``shares``."""
     if shares.empty:
         return {}
     held = shares.sort_values("user_self", ascending=False, kind="stable").drop_duplicates("op")
@@ -274,13 +281,14 @@ def split_line(position: str) -> tuple[str, int]:
     return path, int(line)
 
 
-def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
-    """Per source line: self-time statistics over iterations, user-self and inclusive totals (module docstring)."""
+def source_line_table(events: pd.DataFrame, attributed: pd.DataFrame, shares: pd.DataFrame,
+                      library_globs: tuple[str, ...] = LIBRARY_FRAMES) -> pd.DataFrame:
+    """Per source line: self-time statistics over iterations, user-self and inclusive totals (module docstring),
+    from the graph's :func:`attribution` and :func:`op_line_shares` (made with ``library_globs``)."""
     columns = ["file", "line", "library", *STAT_COLUMNS, "user_self_ns", "user_self_share", "inclusive_ns", "inclusive_share", "ops", "call_site_ids"]
     grand_total = float(events["duration_ns"].sum())
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
-    shares = op_line_shares(graph, library_globs)
-    op_times = op_iteration_times(events, graph)
+    op_times = op_iteration_times(events, attributed)
     credited = op_times.merge(shares, on="op")
     if credited.empty:
         return pd.DataFrame(columns=columns)
@@ -302,8 +310,7 @@ def source_line_table(events: pd.DataFrame, graph: nx.DiGraph, library_globs: tu
     table["user_self_share"] = table["user_self_ns"] / grand_total if grand_total else 0.0
     table["inclusive_share"] = table["inclusive_ns"] / grand_total if grand_total else 0.0
     table["library"] = [is_library(path, library_globs) for path in table["file"]]
-    fed = attribution(graph)
-    fed = fed[fed["fraction"] > 0]  # only the call sites that give the line time (not the fills borrowed from it)
+    fed = attributed[attributed["fraction"] > 0]  # only the call sites that give the line time (not the fills borrowed from it)
     sites_of = shares.merge(fed, on="op").groupby(["file", "line"])["call_site"].agg(lambda sites: ";".join(map(str, sorted(set(sites)))))
     table["call_site_ids"] = [sites_of.get(key, "") for key in zip(table["file"], table["line"])]
     return table[columns].sort_values(["total_ns", "inclusive_ns"], ascending=False, kind="stable").reset_index(drop=True)

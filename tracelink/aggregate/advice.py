@@ -11,9 +11,9 @@ module turns that record into:
   without per-line measurements keeps its verdict's next step, which then says what tune measured on
   the whole program instead of pointing at it.
 
-Loading a profile reads the record and applies nothing: the views that present next steps (the
-report, the printed summary, ``--json``) ask for them through :func:`tracelink.report.strategies.advised`,
-which calls :func:`advise`.
+A profile applies :func:`advise` once, where it is loaded (:mod:`tracelink.aggregate.shown`), to the tables
+its outputs show, not to those it stores: the report, the printed summary and ``--json`` ask for them
+through :func:`tracelink.report.strategies.advised`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import shlex
 from pathlib import Path
 
 from tracelink.errors import TracelinkError
-from tracelink.aggregate import attribution
 from tracelink.atomic import copy_atomic, make_directory, write_text_atomic
 from tracelink.compile.benchmarks import ensure_benchmark_dumps
 from tracelink.compile.targets import target_flags
@@ -95,7 +94,7 @@ def readme(profile: Profile, site: int, function: str, steps: list[list[str]]) -
     row = profile.call_sites.set_index(profile.call_sites["call_site"].astype(int)).loc[site]
     export = profile.exports.set_index("export").loc[row["export"]]
     graph = profile.graph
-    shares = attribution(graph)
+    shares = profile.attribution
     ops = shares[shares["call_site"] == site].sort_values("fraction", ascending=False, kind="stable")
     op_rows = [f"| {graph.nodes[op]['label']} | {role} | {pct(fraction)} |" for op, role, fraction in zip(ops["op"], ops["role"], ops["fraction"])]
     lines = [line for line in str(row["source_lines"]).split(";") if line]

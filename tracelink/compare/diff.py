@@ -3,7 +3,7 @@
 Source ops are matched by their source location (label, file, line), never by dispatch name: the
 two builds may fuse and number their dispatches differently. Each op's time per iteration is the
 sum over the call sites it feeds of (its attribution fraction x that call site's duration in that
-iteration): the profile's own attribution (:func:`tracelink.aggregate.attribution`).
+iteration): the profile's own attribution (``Profile.attribution``, :func:`tracelink.aggregate.attribution`).
 
 With ``rounds`` >= 2 both profiles' compiled programs (``artifacts/app.vmfb``, with the inputs and
 parameters they were profiled with) run again under the HAL collector, alternately, and every round
@@ -35,7 +35,6 @@ from tracelink.collect.hal import RUN_BUNDLE
 from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.provenance.graph import run_call_sites
 from tracelink.collect.rounds import alternate
-from tracelink.aggregate import attribution
 from tracelink.aggregate.speedup import paired_speedup, summarize, verdict
 from tracelink.profile_dir import files
 
@@ -59,7 +58,7 @@ def per_iteration(profile: Profile) -> tuple[pd.DataFrame, np.ndarray]:
     weights = np.zeros((per_site.shape[1], len(ops)))
     site_column = {int(site): i for i, site in enumerate(per_site.columns)}
     op_column = {op: j for j, op in enumerate(ops.index)}
-    for site, op, fraction in attribution(profile.graph)[["call_site", "op", "fraction"]].itertuples(index=False):
+    for site, op, fraction in profile.attribution[["call_site", "op", "fraction"]].itertuples(index=False):
         if site in site_column and op in op_column:
             weights[site_column[site], op_column[op]] += fraction
     return ops, per_site.to_numpy(dtype=np.float64) @ weights

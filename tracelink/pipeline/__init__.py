@@ -33,6 +33,7 @@ from tracelink.aggregate.reference import reference_components, reference_lines,
 from tracelink.collect.machine import Machine, cpu_model, machine_peaks
 from tracelink.collect.machine.gpu import device_info, device_peaks
 from tracelink.aggregate.host_time import host_time
+from tracelink.aggregate.shown import shown_tables
 from tracelink.aggregate.utilization import call_site_utilization, op_and_line_utilization
 from tracelink.collect.collectors import Collected, RunRequest, start_collection
 from tracelink.collect.hal import wall_ns_per_call
@@ -54,6 +55,7 @@ from tracelink.report import build_report, write_trace
 from tracelink.report.functions_page import build_functions_report
 from tracelink.report.pprof import write_pprof
 from tracelink.report.sources import SourcePolicy
+from tracelink.report.textmap import SourceTexts
 from tracelink.textsafe import TerminalConsole
 from tracelink.tools import InBackground, InChildProcess
 from tracelink.profile_dir import files
@@ -162,7 +164,7 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
     source, entries, compiled, compile_entries, job = finish_compile(program, requested, options, console, pending, out, clock)
     if job is not None:
         return profile_function(program, out, console, (source, entries[0], compiled, compile_entries), job, clock, model, aggregated)
-    profiles = {}
+    profiles, texts = {}, report_texts(options)  # the program's text is parsed once for every function's report
     for run in options.functions:
         directory = function_directory(out, run.name)
         with console.status(f"copying the compiled program into {directory}"):
@@ -171,7 +173,7 @@ def profile_functions(program: Path, out: Path, options: ProfileOptions, console
         function_clock = StageClock()
         function_clock.timings["compile"] = clock.timings["compile"]
         function_options = for_function(options, run)
-        job = ProvenanceJob(source, run.name, function_options, directory, lambda copied=copied: copied, written)
+        job = ProvenanceJob(source, run.name, function_options, directory, lambda copied=copied: copied, written, texts=texts)
         profiles[run.name] = profile_function(program, directory, console, (source, run.name, copied, compile_entries), job,
                                               function_clock, model, aggregated)
     run_info = {"program": str(program), "model": str(model or program), "tracelink": __version__, "export": options.export,
@@ -216,7 +218,8 @@ def profile_function(
         with collector_paused():
             started = time.perf_counter()
             run_info = run_summary(program, model, entry, options, device, compile_entries, inputs, clock, built_provenance.runtime_sizes, collected, artifacts)
-            result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames, machine)
+            result = assemble_profile(out, collected.events, provenance.graph, run_info, collected.workgroups, collected.zones, options.library_frames,
+                                      machine, built_provenance.line_shares)
             clock.stop("aggregate", started)
             started = time.perf_counter()
             with console.status("measuring memory (one call)"):
@@ -229,7 +232,7 @@ def profile_function(
             clock.stop("reference", reference_started)
             started += clock.timings["reference"]  # its own stage, not the report's
             # the report is built by a forked child, beside the caller's turn and the profile's files written here
-            report = InChildProcess(lambda: build_report(result), "tracelink-report")
+            report = InChildProcess(lambda: build_report(result, texts=built_provenance.texts), "tracelink-report")
             try:
                 aggregated(result)
                 with console.status("writing the profile and its report"):
@@ -314,7 +317,8 @@ def finish_compile(program: Path, requested: list[str | None], options: ProfileO
         source = read_input_program(program)
         entries = [choose_function(source.public_functions(), name, program) for name in requested]
         build: Future[CompileResult] = Future()
-        job = None if options.functions else ProvenanceJob(source, entries[0], options, out, build.result, pending.wait_for_phase)
+        job = None if options.functions else ProvenanceJob(source, entries[0], options, out, build.result, pending.wait_for_phase,
+                                                           texts=report_texts(options))
         try:
             compiled = pending.finish()
         except BaseException:
@@ -328,6 +332,11 @@ def finish_compile(program: Path, requested: list[str | None], options: ProfileO
     write_manifest(out / files.ARTIFACTS, compile_entries | chosen | {"tracelink": __version__})
     clock.stop("compile", started)
     return source, entries, compiled, compile_entries, job
+
+
+def report_texts(options: ProfileOptions) -> SourceTexts | None:
+    """What keeps the sources the report shows, parsed beside the compiler; None when it embeds none (``--no-sources``)."""
+    return SourceTexts() if options.embed_sources else None
 
 
 class MemoryRun:
@@ -398,17 +407,20 @@ def run_target(options: ProfileOptions, device: dict[str, str]) -> dict:
 def assemble_profile(
     out: Path, events: pd.DataFrame, graph: nx.DiGraph, run_info: dict,
     workgroups: pd.DataFrame | None = None, zones: pd.DataFrame | None = None,
-    library_frames: tuple[str, ...] = LIBRARY_FRAMES, machine: Machine | None = None,
+    library_frames: tuple[str, ...] = LIBRARY_FRAMES, machine: Machine | None = None, line_shares: pd.DataFrame | None = None,
 ) -> Profile:
     """Aggregate matched events over the provenance graph into a :class:`Profile` with its summary
-    (the roofline of ``machine``, this CPU's by default)."""
+    (the roofline of ``machine``, this CPU's by default). ``line_shares`` is the graph's
+    :func:`~tracelink.aggregate.op_line_shares` with ``library_frames`` when the caller made it already."""
     machine = machine or machine_peaks()
     # a dispatch's time splits between its ops at the machine's roofs, the rest of its median by their work
     set_roofs(graph, machine.peak_gflops, machine.peak_gbps, events.groupby("call_site")["duration_ns"].median().to_dict())
-    call_sites = call_site_utilization(call_site_table(events, graph), graph, machine)
+    attributed = attribution(graph)
+    shares = line_shares if line_shares is not None else op_line_shares(graph, library_frames)
+    call_sites = call_site_utilization(call_site_table(events, graph, attributed), graph, machine)
     source_ops, source_lines = op_and_line_utilization(
-        call_sites, source_op_table(events, graph), source_line_table(events, graph, library_frames),
-        attribution(graph), op_line_shares(graph, library_frames), machine,
+        call_sites, source_op_table(events, graph, attributed), source_line_table(events, attributed, shares, library_frames),
+        attributed, shares, machine,
     )
     iterations = int(events["iteration"].max()) + 1 if events["iteration"].notna().any() else 0
     total = float(events["duration_ns"].sum())
@@ -424,7 +436,9 @@ def assemble_profile(
     }
     return Profile(
         directory=out, summary=summary, events=events, call_sites=call_sites,
-        exports=export_table(events, graph), source_ops=source_ops, source_lines=source_lines, graph=graph, workgroups=workgroups, zones=zones,
+        exports=export_table(events, graph), source_ops=source_ops, source_lines=source_lines, graph=graph,
+        attribution=attributed, line_shares=shares, shown=shown_tables(call_sites, source_lines, source_ops, summary, None),
+        workgroups=workgroups, zones=zones,
     )
 
 

@@ -13,10 +13,12 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate import set_roofs
+from tracelink.aggregate import attribution, op_line_shares, set_roofs
+from tracelink.aggregate.shown import Shown, shown_tables
 from tracelink.profile_dir.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
 from tracelink.collect.events import EVENT_SCHEMA, make_events
+from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.profile_dir.claim import FORMAT_VERSION
 from tracelink.provenance.graph import read_graph
 from tracelink.profile_dir import files
@@ -51,10 +53,14 @@ class Profile:
     source_ops: pd.DataFrame
     source_lines: pd.DataFrame
     graph: nx.DiGraph
+    # derived once where the profile is aggregated or loaded, and read by every output:
+    attribution: pd.DataFrame  # each call site's time split over its source ops (aggregate.attribution)
+    line_shares: pd.DataFrame  # each source op's time split over its lines (aggregate.op_line_shares)
+    shown: Shown  # the tables as the summary, the report and --json show them (aggregate.shown)
     workgroups: pd.DataFrame | None = None  # hook collector: one row per workgroup call
     zones: pd.DataFrame | None = None  # tracy collector: every zone of the runtime
-    # what `tracelink tune` measured (tune/strategies.json), when it ran; read, not applied: the views that
-    # present next steps ask for the advised tables (tracelink.report.strategies.advised)
+    # what `tracelink tune` measured (tune/strategies.json), when it ran; read, not applied to the tables:
+    # the outputs show its next steps from `shown`
     strategies: Strategies | None = None
     memory_lines: pd.DataFrame | None = None  # one call's memory by source line (summary["memory"] has the peak)
     memory_components: pd.DataFrame | None = None  # the same by component
@@ -113,12 +119,17 @@ def load_profile(directory: Path) -> Profile:
     medians = (dict(zip(pd.to_numeric(sites["call_site"], errors="coerce"), pd.to_numeric(sites["median_ns"], errors="coerce").fillna(0.0)))
                if "median_ns" in sites else {})
     set_roofs(graph, *peaks, medians)  # what the profile split its dispatches' time at
+    strategies = read_strategies(directory)
+    library = tuple(summary.get("library_frames") or LIBRARY_FRAMES)
     return Profile(
-        strategies=read_strategies(directory),
+        strategies=strategies,
         directory=directory,
         summary=summary,
         events=read_frame(directory / files.EVENTS, lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
         graph=graph,
+        attribution=attribution(graph),
+        line_shares=op_line_shares(graph, library),
+        shown=shown_tables(tables["call_sites"], tables["source_lines"], tables["source_ops"], summary, strategies),
         **tables,
         **{name: read_frame(directory / files.parquet(name)) for name in files.OPTIONAL_FRAMES if (directory / files.parquet(name)).exists()},
         **{name: read_table(directory / files.csv(name)) for name in OPTIONAL_TABLES if (directory / files.csv(name)).exists()},

@@ -6,13 +6,10 @@ gains), so the model imports no view and the views import the model without a ci
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
-from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import audit_of
-from tracelink.ir_utils import new_context
 from tracelink.report.gains import gain_data
 from tracelink.report.model import (
     MAX_PROGRAM_BYTES, ReportModel, add_line_utilization, call_site_rows, counter_columns, event_series, iteration_strip,
@@ -20,29 +17,29 @@ from tracelink.report.model import (
 )
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.strategies import advised
-from tracelink.report.textmap import program_text_ops
+from tracelink.report.textmap import SourceTexts
 from tracelink.report.workgroups import workgroup_data
 from tracelink.report.zones import zone_data
 
 
-def build_model(profile: Profile, sources: SourcePolicy | None = None) -> ReportModel:
-    """The report's data; ``sources`` decides which files are embedded (default: the profile's policy)."""
+def build_model(profile: Profile, sources: SourcePolicy | None = None, texts: SourceTexts | None = None) -> ReportModel:
+    """The report's data; ``sources`` decides which files are embedded (default: the profile's policy), ``texts``
+    holds the program and dumps already parsed (what is not there is parsed here)."""
     profile = advised(profile)  # next steps name what tune measured to help
     graph = profile.graph
     summary = profile.summary
     sources = sources or SourcePolicy.for_profile(summary)
     program = str(summary.get("program", ""))
-    context = functools.cache(new_context)  # made for the first dump not parsed beside the compiler, if any
+    texts = texts if texts is not None else SourceTexts()
     by_frames = member_keys(graph)
     readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
-    program_ops, enclosing = program_text_ops(Path(program)) if readable else (None, frozenset())
+    program_ops, enclosing = texts.program(Path(program)) if readable else (None, frozenset())
 
     ops = op_table(profile, graph)
-    library = tuple(summary.get("library_frames") or LIBRARY_FRAMES)
-    files, lines = map_lines(graph, ops, program, program_ops, by_frames, sources, library)
+    files, lines = map_lines(profile.line_shares, ops, program, program_ops, by_frames, sources)
     add_line_utilization(profile.source_lines, files, program, profile)
     call_sites = call_site_rows(profile, graph, lines, ops)
-    executables = read_executables(profile, graph, enclosing, by_frames, context, sources.allows_dumps())
+    executables = read_executables(profile, graph, enclosing, by_frames, texts, sources.allows_dumps())
     durations, per_iteration = event_series(profile.events)
     counters = counter_columns(profile.call_sites)
     model = ReportModel(

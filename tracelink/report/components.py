@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
+from tracelink.aggregate.components import NO_SCOPE
 from tracelink.report.fmt import el, ns, pct
 from tracelink.report.summary import ratio_text, reference_by_component
 from tracelink.report.model import ReportModel
@@ -21,16 +21,15 @@ KIND_ROWS = 12
 
 def components_view(parent, model: ReportModel) -> None:
     """Time by component (when some op has a name scope), then by op kind across repeated layers."""
-    total = float(model.summary.get("total_dispatch_ns") or 0.0) or None
     iterations = max(int(model.summary.get("iterations") or 1), 1)
-    components = component_table(model.profile.source_ops, total)
+    components = model.profile.shown.components
     if not components.empty and not (components["component"] == NO_SCOPE).all():  # no names, no tree: the lines say it
         el(parent, "h3", None, "Time by component")
         el(parent, "p", class_="note", text="Name scopes of the ops' locations (a JAX or ONNX scope, a torch module path); "
                                             "the bar is inclusive time, 'self' the component's own ops. Click to fold.")
         tree = el(parent, "div", id="components", class_="ctree")
         component_nodes(tree, components, iterations, reference_by_component(model.profile))
-    kinds = kind_table(model.profile.source_ops, total)
+    kinds = model.profile.shown.kinds
     if not kinds.empty and (kinds["pattern"] == NO_SCOPE).all():  # no layers to fold: one line, the lines table follows
         line = el(parent, "p", id="kinds-line", class_="kinds-line")
         el(line, "strong", None, "Time by op kind: ")

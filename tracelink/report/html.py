@@ -46,6 +46,7 @@ from tracelink.report.source_view import flame_section, source_section
 from tracelink.report.sources import SourcePolicy
 from tracelink.report.strategies import strategies_section
 from tracelink.report.summary_section import summary_section
+from tracelink.report.textmap import SourceTexts
 from tracelink.report.viewer_contract import viewer_data
 from tracelink.report.workgroups import workgroup_templates
 from tracelink.report.zones import runtime_section
@@ -67,23 +68,25 @@ def viewer_dir() -> Path:
     raise TracelinkError(f"report assets ({', '.join(ASSETS)}) not found in {package.parent / 'viewer'} nor {package / 'viewer'}")
 
 
-def build_report(profile_or_dir: Profile | Path | str, output: Path | None = None, sources: SourcePolicy | None = None) -> Path:
+def build_report(profile_or_dir: Profile | Path | str, output: Path | None = None, sources: SourcePolicy | None = None,
+                 texts: SourceTexts | None = None) -> Path:
     """Write the report of a profile (or profile directory) to ``output`` (default ``<dir>/report.html``).
 
-    ``sources`` decides which source files are embedded (default: the policy the profile was written with).
+    ``sources`` decides which source files are embedded (default: the policy the profile was written with);
+    ``texts`` are the program and dumps already parsed (`tracelink profile` parses them beside the compiler).
     The whole page is built in memory and written atomically: a failure leaves any previous report intact.
     """
     profile = profile_or_dir if isinstance(profile_or_dir, Profile) else load_profile(Path(profile_or_dir))
     output = Path(output) if output is not None else profile.directory / files.REPORT
-    page_bytes = render_report(profile, sources)
+    page_bytes = render_report(profile, sources, texts)
     make_directory(output.parent)
     return write_atomic(output, lambda temporary: temporary.write_bytes(page_bytes))
 
 
-def render_report(profile: Profile, sources: SourcePolicy | None = None) -> bytes:
+def render_report(profile: Profile, sources: SourcePolicy | None = None, texts: SourceTexts | None = None) -> bytes:
     """The report page, UTF-8 encoded (as its ``<meta charset>`` says): lxml serializes it to bytes
     directly, where text first would be decoded and encoded again."""
-    model = build_model(profile, sources)
+    model = build_model(profile, sources, texts)
     root = page(model, graph_layouts(model))
     return lxml_html.tostring(root, doctype="<!DOCTYPE html>", encoding="utf-8", method="html") + b"\n"
 

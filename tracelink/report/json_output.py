@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 
-from tracelink.aggregate.components import component_table, kind_table
 from tracelink.profile_dir.functions import FunctionProfiles
 from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import concrete, lower_bound_mark
@@ -136,16 +135,12 @@ def memory_document(profile: Profile) -> dict | None:
 
 def components_document(profile: Profile) -> list[dict]:
     """Time by component, every level of the scope tree (the summary's first table, whole)."""
-    total = float(profile.summary.get("total_dispatch_ns") or 0.0) or None
-    table = component_table(profile.source_ops, total)
-    return table[["component", "depth", "self_ns", "inclusive_ns", "self_share", "inclusive_share"]].to_dict("records")
+    return profile.shown.components[["component", "depth", "self_ns", "inclusive_ns", "self_share", "inclusive_share"]].to_dict("records")
 
 
 def kinds_document(profile: Profile) -> list[dict]:
     """Time by op kind across repeated layers (the summary's second table, whole)."""
-    total = float(profile.summary.get("total_dispatch_ns") or 0.0) or None
-    table = kind_table(profile.source_ops, total)
-    return table[["kind", "pattern", "total_ns", "share", "instances"]].rename(columns={"pattern": "in"}).to_dict("records")
+    return profile.shown.kinds[["kind", "pattern", "total_ns", "share", "instances"]].rename(columns={"pattern": "in"}).to_dict("records")
 
 
 def judgement(row, profile: Profile) -> dict:

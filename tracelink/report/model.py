@@ -16,22 +16,19 @@ import functools
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pandas as pd
-from iree.compiler import ir
 
-from tracelink.aggregate import op_line_shares
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
 from tracelink.aggregate.utilization import UTILIZATION_COLUMNS
 from tracelink.report.fmt import concrete, file_name, lower_bound_mark, text_or_empty
 from tracelink.report.sources import SourcePolicy, dump_path
-from tracelink.report.textmap import TextOp, dump_text
+from tracelink.report.textmap import SourceTexts, TextOp
 from tracelink.report.view_data import Gains, WorkgroupData, ZoneData
 
 MAX_LINE_CHARS = 320  # longer lines (embedded weights, target attributes) are cut for display
@@ -198,9 +195,9 @@ def op_table(profile: Profile, graph: nx.DiGraph) -> dict[str, dict]:
     return ops
 
 
-def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy, library: tuple[str, ...]) -> tuple[list[SourceFile], dict[str, Line]]:
-    """The files to show and their mapped lines (see the module docstring)."""
-    fractions = line_fractions(graph, program, library)
+def map_lines(line_shares: pd.DataFrame, ops, program, program_ops, by_frames, sources: SourcePolicy) -> tuple[list[SourceFile], dict[str, Line]]:
+    """The files to show and their mapped lines (see the module docstring); ``line_shares`` is the profile's."""
+    fractions = line_fractions(line_shares, program)
     files: dict[str, SourceFile] = {}
     written: list[tuple[str, int]] = []
     if program:
@@ -220,10 +217,10 @@ def map_lines(graph, ops, program, program_ops, by_frames, sources: SourcePolicy
     return number_shown_files(files, ops)
 
 
-def line_fractions(graph: nx.DiGraph, program: str, library: tuple[str, ...]) -> dict[tuple[str, str, int], list[float]]:
-    """(op, shown file, line) -> [self, inclusive, user self] fractions of the op's time at that line."""
+def line_fractions(shares: pd.DataFrame, program: str) -> dict[tuple[str, str, int], list[float]]:
+    """(op, shown file, line) -> [self, inclusive, user self] fractions of the op's time at that line, from
+    the profile's line shares (:func:`tracelink.aggregate.op_line_shares`)."""
     fractions: dict[tuple[str, str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    shares = op_line_shares(graph, library)
     columns = (shares[name].tolist() for name in ("op", "file", "line", "self", "inclusive", "user_self"))
     for op, path, number, own, inclusive, user in zip(*columns):
         parts = fractions[(op, program if program and same_file(path, program) else path, number)]
@@ -387,10 +384,10 @@ def counter_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in KNOWN_CALL_SITE_COLUMNS and pd.api.types.is_numeric_dtype(table[c])]
 
 
-def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, context: Callable[[], ir.Context],
+def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, texts: SourceTexts,
                      embed: bool = True) -> dict[str, Executable]:
     """Each executable's dumped source (locations removed) and, per line, the source ops it came from
-    (a dump not parsed before is parsed in ``context()``).
+    (parsed by ``texts`` unless it was already).
 
     Without ``embed`` (``--no-sources``) no dump is read: dumps hold the user's program text.
     """
@@ -405,7 +402,7 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
             path = dump_path(profile.artifacts, executable.source_file) if executable.source_file else None
-            dump = dump_text(path, enclosing, context) if embed and path is not None and path.is_file() else None
+            dump = texts.dump(path, enclosing) if embed and path is not None and path.is_file() else None
             if dump is not None:
                 executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in dump.stripped.split("\n")]
                 for text_op in dump.ops or []:

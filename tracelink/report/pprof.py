@@ -24,7 +24,6 @@ import pandas as pd
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from tracelink.aggregate import attribution
 from tracelink.atomic import write_atomic
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind
@@ -128,7 +127,7 @@ def build_pprof(profile: Profile) -> Message:
     events = profile.events
     graph = profile.graph
     site_totals = events.dropna(subset=["call_site"]).groupby("call_site")["duration_ns"].sum()
-    shares = attribution(graph)
+    shares = profile.attribution
     ops_of_site: dict[int, list[tuple[str, float]]] = {}  # call site -> (op, fraction), in the attribution's order
     for site, op, fraction in zip(shares["call_site"], shares["op"], shares["fraction"]):
         ops_of_site.setdefault(int(site), []).append((op, fraction))

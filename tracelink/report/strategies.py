@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tracelink.aggregate.advice import HELPED, Strategies, advise, effects, ratio_text
+from tracelink.aggregate.advice import HELPED, Strategies, effects, ratio_text
 from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import el, ns
 from tracelink.report.widgets import grid_table, section
@@ -27,13 +27,12 @@ KINDS_SHOWN = 12
 
 def advised(profile: Profile) -> Profile:
     """The profile whose call sites and source lines have the next steps of what `tracelink tune` measured
-    (:func:`~tracelink.aggregate.advice.advise`); the profile itself when tune did not run. Loading a
-    profile applies nothing: each view that presents next steps (the report, the printed summary,
-    ``--json``) asks here."""
+    (``Profile.shown``, advised once where the profile was made); the profile itself when tune did not run.
+    Its stored tables keep their own next steps: each output that presents them (the report, the printed
+    summary, ``--json``) asks here."""
     if profile.strategies is None:
         return profile
-    call_sites, source_lines = advise(profile.call_sites, profile.source_lines, profile.strategies)
-    return dataclasses.replace(profile, call_sites=call_sites, source_lines=source_lines)
+    return dataclasses.replace(profile, call_sites=profile.shown.call_sites, source_lines=profile.shown.source_lines)
 
 
 def ordered_effects(strategies: Strategies, keys: list[str], shown: int | None = None) -> list[tuple[tuple, float, list[dict]]]:

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
-from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
+from tracelink.aggregate.components import NO_SCOPE
 from tracelink.aggregate.reference import LOSS_RATIO
 from tracelink.profile_dir.functions import FunctionProfiles
 from tracelink.profile_dir.profile import Profile
@@ -369,8 +369,7 @@ def shown_components(components: pd.DataFrame, levels: int = 2, rows: int = COMP
 
 def print_components(result: Profile, console: Console, iterations: int) -> None:
     """Time by component (top levels of the scope tree) and by op kind across repeated layers."""
-    total = float(result.summary.get("total_dispatch_ns") or 0.0) or None
-    components = component_table(result.source_ops, total)
+    components = result.shown.components
     if not components.empty and not (components["component"] == NO_SCOPE).all():
         table = Table(title="Time by component (name scope; inclusive, self = its own ops)", title_justify="left")
         table.add_column("component", no_wrap=True, overflow="ellipsis", max_width=56)
@@ -386,7 +385,7 @@ def print_components(result: Profile, console: Console, iterations: int) -> None
                                                if row["component"] in theirs else ("–", "IREE only"))
             table.add_row(escape("  " * (level - 1) + label), pct(row["inclusive_share"]), ns(mine), pct(row["self_share"]), *extra)
         console.print(table)
-    kinds = kind_table(result.source_ops, total).head(KIND_ROWS)
+    kinds = result.shown.kinds.head(KIND_ROWS)
     if not kinds.empty:
         table = Table(title="Time by op kind across repeated layers (numbers in scopes read as *)", title_justify="left")
         table.add_column("kind", no_wrap=True, overflow="ellipsis", max_width=28)

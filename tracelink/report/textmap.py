@@ -13,7 +13,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iree.compiler import ir
@@ -120,21 +120,10 @@ def parse_text_ops(text, enclosing, context, path) -> tuple[list[TextOp] | None,
 def program_text_ops(path: Path) -> tuple[list[TextOp] | None, frozenset[str]]:
     """:func:`text_ops` of the input program, and the locations of its functions (IREE's outer frames)."""
     try:
-        stat = Path(path).stat()
+        text = Path(path).read_text(errors="replace")
     except OSError:
         return None, frozenset()
-    return parsed_program(Path(path).resolve(), stat.st_mtime_ns, stat.st_size)
-
-
-# The last program parsed, by its file's identity: `tracelink profile` parses it beside the compiler
-# (:mod:`tracelink.pipeline.provenance_job`), and the report built at the end reuses it.
-@functools.lru_cache(maxsize=1)
-def parsed_program(path: Path, mtime_ns: int, size: int) -> tuple[list[TextOp] | None, frozenset[str]]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return None, frozenset()
-    return parse_text_ops(text, None, None, path)
+    return parse_text_ops(text, None, None, Path(path).resolve())
 
 
 @dataclass
@@ -145,25 +134,32 @@ class DumpText:
     ops: list[TextOp] | None
 
 
-# Dumps parsed, by the file's identity and the program's function locations: `tracelink profile` parses
-# them beside the compiler (:mod:`tracelink.pipeline.provenance_job`) and the report built at the end reuses them.
-PARSED_DUMPS: dict[tuple[Path, int, int, frozenset[str]], DumpText] = {}
-MAX_PARSED_DUMPS = 4096  # one program's executables; a later program's replace them
+@dataclass
+class SourceTexts:
+    """The texts one report shows, each parsed once: the input program's (:func:`program_text_ops`) and each
+    executable dump's (:class:`DumpText`, against the program's function locations). `tracelink profile`
+    parses them beside the compiler (:mod:`tracelink.pipeline.provenance_job`) and hands them to the report;
+    a report given none parses what it shows."""
 
+    programs: dict[Path, tuple[list[TextOp] | None, frozenset[str]]] = field(default_factory=dict)
+    dumps: dict[tuple[Path, frozenset[str]], DumpText | None] = field(default_factory=dict)
+    # a dump not parsed yet is parsed in this context, made on first use (none when every dump was parsed)
+    context: Callable[[], ir.Context] = field(default_factory=lambda: functools.cache(new_context))
 
-def dump_text(path: Path, enclosing: frozenset[str], context: Callable[[], ir.Context] = new_context) -> DumpText | None:
-    """An executable dump's :class:`DumpText`; None when it cannot be read. A dump not parsed before is
-    parsed in the context ``context()`` gives (made lazily: none is made when every dump is kept)."""
-    try:
-        stat = path.stat()
-        key = (path.resolve(), stat.st_mtime_ns, stat.st_size, enclosing)
-        found = PARSED_DUMPS.get(key)
-        if found is None:
-            text = path.read_text(errors="replace")
-            found = DumpText(strip_locations(text), text_ops(text, enclosing, context()))
-            if len(PARSED_DUMPS) >= MAX_PARSED_DUMPS:
-                PARSED_DUMPS.clear()
-            PARSED_DUMPS[key] = found
-        return found
-    except OSError:
-        return None
+    def program(self, path: Path) -> tuple[list[TextOp] | None, frozenset[str]]:
+        """:func:`program_text_ops` of ``path``."""
+        key = Path(path).resolve()
+        if key not in self.programs:
+            self.programs[key] = program_text_ops(key)
+        return self.programs[key]
+
+    def dump(self, path: Path, enclosing: frozenset[str]) -> DumpText | None:
+        """An executable dump's :class:`DumpText`; None when it cannot be read."""
+        key = (Path(path).resolve(), enclosing)
+        if key not in self.dumps:
+            try:
+                text = key[0].read_text(errors="replace")
+            except OSError:
+                text = None
+            self.dumps[key] = None if text is None else DumpText(strip_locations(text), text_ops(text, enclosing, self.context()))
+        return self.dumps[key]

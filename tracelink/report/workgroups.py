@@ -16,7 +16,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracelink.aggregate import attribution
 from tracelink.collect.hook_tables import WORKGROUP_COLUMNS
 from tracelink.profile_dir.profile import Profile
 from tracelink.report.fmt import el, ns
@@ -121,7 +120,7 @@ def thread_rows(runs: pd.DataFrame) -> list[dict]:
 
 def counters_per_op(profile: Profile, totals: pd.DataFrame, counters: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each call site's counter totals split over its source ops by the time-attribution fractions."""
-    shares = attribution(profile.graph).astype({"call_site": "int64"})
+    shares = profile.attribution.astype({"call_site": "int64"})
     op_site = shares[shares["call_site"].isin(totals.index)].reset_index(drop=True)
     for name in counters:
         op_site[name] = op_site["fraction"] * op_site["call_site"].map(totals[name]).astype("float64")

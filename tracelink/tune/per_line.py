@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelink.aggregate import user_lines
-from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.aggregate import held_lines
 from tracelink.profile_dir.profile import Profile
 from tracelink.compare.diff import load_pair, paired_rounds
 from tracelink.aggregate.speedup import speedup_of
@@ -46,5 +45,5 @@ def per_line_rows(base: Profile, strategy_dir: Path, name: str, rounds: int) -> 
 
 
 def model_lines(profile: Profile) -> dict[str, tuple[str, int]]:
-    """Each source op's model line under the profile's own frame rules (:func:`user_lines`)."""
-    return user_lines(profile.graph, tuple(profile.summary.get("library_frames") or LIBRARY_FRAMES))
+    """Each source op's model line under the profile's own frame rules (:func:`~tracelink.aggregate.user_lines`)."""
+    return held_lines(profile.line_shares)
