@@ -218,6 +218,18 @@ def test_cli_rebuilds_report_and_trace(example_profiles, tmp_path, capsys):
     assert "not a profile directory" in capsys.readouterr().err
 
 
+def test_report_of_a_fixed_profile_directory_is_the_same_every_time(example_profiles, tmp_path):
+    """`tracelink report` on one profile directory writes the same bytes each time, and the same as the report
+    `tracelink profile` wrote there (from the sources it parsed beside the compiler): the page holds no time
+    of its writing and nothing that depends on where or when its parts were made."""
+    profile = example_profiles["mlp"]
+    written = (profile.directory / "report.html").read_bytes()
+    first, second = tmp_path / "first.html", tmp_path / "second.html"
+    for report in (first, second):
+        assert cli_main(["report", str(profile.directory), "-o", str(report)]) == 0
+    assert first.read_bytes() == second.read_bytes() == written
+
+
 def test_viewer_assets_are_found():
     assert all((viewer_dir() / name).is_file() for name in ("report.css", "drill.js", "report.js"))
 
