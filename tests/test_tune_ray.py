@@ -1,5 +1,6 @@
 """`tracelink tune --ray` and `--ray-address` on a real Ray runtime: a local one the tune starts and
-stops, and a two-node cluster (`ray start --head` and a second node, 1 CPU each, both on 127.0.0.1).
+stops, and a two-node cluster (`ray start --head` and a second node, 1 CPU each and the race resource,
+both on 127.0.0.1).
 
 Ray replaces a node's loopback address by the machine's network address unless told otherwise: the
 nodes here are started by a small launcher that keeps the address given (and sets Ray's own switch
@@ -26,7 +27,9 @@ import psutil
 import pytest
 
 from tests.conftest import EXAMPLES, run_profile
+from tracelink.profile_dir import files
 from tracelink.profile_dir.profile import load_profile
+from tracelink.tune.cluster import RACE_RESOURCE
 from tracelink.tune.strategy import StrategySearch
 from tracelink.tune.strategy_space import StrategyOptions
 from tracelink.tune.tuners.loop import Budget
@@ -97,7 +100,8 @@ def cluster():
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_USAGE_STATS_ENABLED": "0",
            "TMPDIR": str(root)}  # the tasks' scratch directories, removed with the cluster
     (root / "launch.py").write_text(LAUNCHER)
-    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", f"--resources={json.dumps({RACE_RESOURCE: 1})}",
+              "--disable-usage-stats"]
     nodes = []
     try:
         for arguments in ([f"--head", f"--port={port}", f"--temp-dir={root / 't'}", "--include-dashboard=false"],
@@ -180,7 +184,10 @@ def test_cluster_hands_over_the_in_process_strategy(cluster, tmp_path):
     placements = records(base, "placement")
     builds = [p for p in placements if p["what"] == "build"]
     assert len({p["node"] for p in builds}) == 2, builds  # the two single options built at once, one per node
-    assert all(p["address"] == "127.0.0.1" for p in placements)
+    assert all(p["address"] == "127.0.0.1" and p["node"] for p in placements)
+    raced = {name for p in placements if p["what"] == "race" for name in p["names"]}
+    strategies = json.loads((base / "tune" / "strategies.json").read_text())["strategies"]
+    assert {s["name"] for s in strategies if s["ci"]} <= raced  # every timing names the node it ran on
 
 
 def _wait_for(what, process: subprocess.Popen, timeout: float = 300):
@@ -246,3 +253,176 @@ def test_sweep_writes_each_profile_where_the_driver_asks(tmp_path):
     assert [run.returncode for run in runs] == [0, 0], [run.output for run in runs]
     for job in jobs:
         assert load_profile(job.out).summary["function"]  # a whole profile, readable where it was asked for
+
+
+def _race(work, profile, rounds: int):
+    """A race task of the profiled build alone on ``work``'s runtime (its result: times, node, started, seconds)."""
+    import ray
+
+    from tracelink.compare.diff import run_inputs, run_parameters
+
+    vmfb = ray.put((profile.artifacts / files.VMFB).read_bytes())
+    return work.race_remote.remote([vmfb], profile.summary["function"], run_inputs(profile), run_parameters(profile),
+                                   {}, 2, rounds, 600.0, work.cluster.scratch())
+
+
+def _overlap(one: dict, other: dict) -> bool:
+    return one["started"] < other["started"] + other["seconds"] and other["started"] < one["started"] + one["seconds"]
+
+
+def test_a_race_holds_its_node_alone(mlp):
+    """On one node of 2 CPUs, a build, a race and another build submitted at once: no build runs while
+    the race times (by CPUs alone, the race would start beside the first build)."""
+    import ray
+
+    from tracelink.tune.cluster import Cluster, RayOptions
+    from tracelink.tune.remote import RayWork
+
+    profile, temp = load_profile(mlp), short_directory()
+    program = Path(profile.manifest["input"])
+    flags = list(profile.manifest["compiler"]["flags"])
+    try:
+        with Cluster(RayOptions(temp_dir=temp, cpus=2), temp) as runtime:
+            work = RayWork(runtime)
+            build = lambda name: work.build_remote.remote(program.read_bytes(), program.suffix, flags, [], 600.0, name,  # noqa: E731
+                                                          runtime.scratch(), (str(program), "build"))
+            first = build("first")  # the race is asked for while it builds, then another build
+            raced, *built = ray.get([_race(work, profile, rounds=30), first, build("second")])
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert all("vmfb" in build for build in built), [build.get("error") for build in built]
+    assert not [build for build in built if _overlap(build, raced)], (raced, built)
+
+
+def test_races_run_on_different_nodes_at_once(cluster, mlp, tmp_path, monkeypatch):
+    import ray
+
+    from tracelink.tune.cluster import Cluster, RayOptions
+    from tracelink.tune.remote import RayWork
+
+    address, env = cluster
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        monkeypatch.setenv(key, env[key])
+    profile = load_profile(mlp)
+    with Cluster(RayOptions(address=address), tmp_path) as runtime:
+        work = RayWork(runtime)
+        assert len(work.nodes) == 2
+        first, second = ray.get([_race(work, profile, rounds=60) for _ in range(2)])
+    assert first["node"] != second["node"] and _overlap(first, second), (first, second)
+
+
+def runtime_processes(temp: Path) -> list[psutil.Process]:
+    """The processes of the Ray runtime with its files under ``temp`` (their command lines name it), and
+    everything they started (workers, the tools of their tasks)."""
+    found: dict[int, psutil.Process] = {}
+    for process in psutil.process_iter(["cmdline"]):
+        if str(temp) in " ".join(process.info["cmdline"] or []):
+            try:
+                found.update({p.pid: p for p in [process, *process.children(recursive=True)]})
+            except psutil.NoSuchProcess:
+                pass
+    return list(found.values())
+
+
+@pytest.mark.parametrize("when", ["starting", "building"])
+def test_ctrl_c_stops_the_local_runtime_and_keeps_the_records(mlp, tmp_path, when):
+    """Ctrl-C while the local runtime starts (to tune alone), or once a build is recorded (to the whole
+    process group, as a terminal sends it): tune exits as interrupted, no process of its runtime is
+    left, and what was recorded is kept."""
+    profile, temp = tmp_path / "mlp", short_directory()
+    shutil.copytree(mlp, profile, ignore=shutil.ignore_patterns("tune"))
+    placed = lambda: records(profile, "placement") if (profile / "tune" / "records.jsonl").is_file() else []  # noqa: E731
+    try:
+        run = tune(profile, "--ray", "--ray-cpus", "1", "--ray-temp-dir", str(temp), "--config",
+                   str(config(tmp_path, ["data-tiling", "ukernels"])), *QUICK, start_new_session=True)
+        if when == "starting":
+            _wait_for(lambda: next((p for p in runtime_processes(temp) if "raylet" in p.name()), None), run)
+        else:
+            _wait_for(lambda: placed() or None, run)
+        started, kept = runtime_processes(temp), placed()
+        os.kill(run.pid, signal.SIGINT) if when == "starting" else os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+        assert run.returncode == 128 + signal.SIGINT and "interrupted" in output, output[-3000:]
+        _, alive = psutil.wait_procs(started, timeout=15)
+        assert not alive and not runtime_processes(temp), [p.cmdline() for p in alive]
+        assert placed()[: len(kept)] == kept
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+PARAMETERED = """
+util.global private @w = #flow.parameter.named<"model"::"w"> : tensor<4xf32>
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w = util.global.load @w : tensor<4xf32>
+  %y = arith.addf %x, %w : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+LINEAR = """
+import torch
+
+
+def make():
+    torch.manual_seed(0)
+    return torch.nn.Linear(8, 4).eval(), (torch.randn(2, 8),)
+"""
+
+
+def test_sweep_on_the_cluster_carries_every_file(cluster, tmp_path, monkeypatch):
+    """A sweep's profiles on the two nodes: the programs (one a `model.py:make`), the input and the
+    parameter archive reach each node as bytes, and the profiles record the node's copies."""
+    import numpy as np
+    import iree.runtime as rt
+
+    from tracelink.pipeline.sweep import ProfileJob, profile_all
+    from tracelink.tune.cluster import RayOptions
+
+    address, env = cluster
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        monkeypatch.setenv(key, env[key])
+    program, weights, values, model = (tmp_path / name for name in ("add.mlir", "w.irpa", "x.npy", "linear.py"))
+    program.write_text(PARAMETERED)
+    model.write_text(LINEAR)
+    index = rt.ParameterIndex()
+    index.add_buffer("w", np.full(4, 0.5, dtype=np.float32).tobytes())
+    index.create_archive_file(str(weights))
+    np.save(values, np.ones(4, dtype=np.float32))
+    jobs = [ProfileJob(program, (f"--input=@{values}", "--parameters", f"model={weights}", "--repetitions=2"), tmp_path / "add"),
+            ProfileJob(Path(f"{model}:make"), ("--repetitions=2", "--compare=none"), tmp_path / "linear")]
+    runs = profile_all(jobs, RayOptions(address=address))
+    assert [run.returncode for run in runs] == [0, 0], [run.output for run in runs]
+    assert len({run.node for run in runs}) == 2  # one profile per node (1 CPU each), both at once
+    add, linear = (load_profile(job.out) for job in jobs)
+    (parameters,), (value,) = add.summary["parameters"], add.summary["inputs"]  # as recorded: the node's copies
+    assert parameters.endswith("/w.irpa") and str(tmp_path) not in parameters, parameters
+    assert value.endswith("/x.npy") and str(tmp_path) not in value, value
+    assert linear.summary["function"] and str(tmp_path) not in str(linear.summary.get("model")), linear.summary.get("model")
+
+
+SWEPT = """
+def write(item, directory):
+    directory.mkdir()
+    (directory / "item").write_text(item)
+    return __file__
+"""
+
+
+def test_sweep_carries_the_code_it_runs(cluster, tmp_path, monkeypatch):
+    """map_directories with a working_dir (as the zoo bench runs): the nodes run the function from
+    Ray's copy of code they do not have."""
+    from tracelink.pipeline.sweep import map_directories
+    from tracelink.tune.cluster import RayOptions
+
+    address, env = cluster
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        monkeypatch.setenv(key, env[key])
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "swept_here.py").write_text(SWEPT)
+    monkeypatch.syspath_prepend(str(code))
+    import swept_here
+
+    items = [(name, tmp_path / "out" / name) for name in ("a", "b")]
+    ran = map_directories(swept_here.write, items, RayOptions(address=address, working_dir=code))
+    assert [(directory / "item").read_text() for _, directory in items] == ["a", "b"]
+    assert not [file for file in ran if file.startswith(str(code))], ran  # the nodes' copy, not the driver's

@@ -8,6 +8,12 @@ The table at the end counts what was tried, exported by torch and profiled by tr
 failures by cause, each with its one-line reason.
 
     .venv/bin/python tests/bench/zoo.py --out out/zoo [--only bert,vit] [--limit 120] [--jobs 1]
+    .venv/bin/python tests/bench/zoo.py --out out/zoo --ray [--jobs 2]       # as Ray tasks on a local runtime
+    .venv/bin/python tests/bench/zoo.py --out out/zoo --ray-address HOST:PORT  # on a cluster
+
+With ``--ray`` or ``--ray-address`` each model is a Ray task (:func:`tracelink.pipeline.sweep.map_directories`):
+its directory is written on its node and sent back to ``--out``; this directory's code goes to the nodes as
+Ray's ``working_dir``, and every node needs the driver's tracelink, torch and transformers.
 """
 
 from __future__ import annotations
@@ -24,9 +30,13 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from tracelink.tune.cluster import RayOptions
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -272,28 +282,40 @@ def chosen(only: str | None, limit: int | None) -> list[str]:
     return sweep_order(list(known))[:limit]
 
 
-def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[str, ...] = ()) -> list[Row]:
+def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[str, ...] = (),
+          ray: RayOptions | None = None) -> list[Row]:
     """Sweep ``names`` not already in ``out/results.jsonl``, ``jobs`` at a time, appending each row as it ends;
-    rows that failed at a stage of ``retry`` are dropped first and swept again."""
+    rows that failed at a stage of ``retry`` are dropped first and swept again; as Ray tasks on the runtime
+    ``ray`` names when given."""
     results = out / RESULTS
     if retry:
         kept = [row for row in load_rows(results) if row.failed_stage not in retry]
         results.write_text("".join(json.dumps(asdict(row)) + "\n" for row in kept))
     done = {row.architecture for row in load_rows(results)}
     todo = [name for name in names if name not in done]
-    lock = threading.Lock()
+    lock, ended = threading.Lock(), []
 
-    def run(index_name: tuple[int, str]) -> None:
-        index, name = index_name
-        row = sweep_one(name, out / name, limits)
+    def record(row: Row) -> None:
         with lock, results.open("a") as file:
             file.write(json.dumps(asdict(row)) + "\n")
+            ended.append(row.architecture)
             verdict = "profiled" if row.profiled else f"{row.failed_stage}: {row.reason[:150]}"
-            print(f"[{index + 1}/{len(todo)}] {name}: {verdict}", flush=True)
+            print(f"[{len(ended)}/{len(todo)}] {row.architecture}: {verdict}", flush=True)
 
     print(f"{len(names)} architectures, {len(names) - len(todo)} already in {results}", flush=True)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(run, enumerate(todo)))
+    if ray is None:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(lambda name: record(sweep_one(name, out / name, limits)), todo))
+    elif todo:
+        import zoo  # by name, not as __main__: the nodes import it from their copy of this directory
+        from tracelink.pipeline.sweep import map_directories
+
+        def landed(row: Row) -> None:  # its profile was written on its node, and unpacked here
+            row.profile_dir = str(out / row.architecture / "profile") if row.profiled else ""
+            record(row)
+
+        map_directories(partial(zoo.sweep_one, limits=limits), [(name, out / name) for name in todo],
+                        replace(ray, working_dir=HERE), out / "ray", landed)
     return [row for row in load_rows(results) if row.architecture in set(names)]
 
 
@@ -302,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "out" / "zoo")
     parser.add_argument("--only", help="comma-separated architectures (model_type), e.g. bert,vit,whisper")
     parser.add_argument("--limit", type=int, help="the first N of the zoo in the sweep's fixed order")
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="models at once (with --ray: the local runtime's CPUs)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--ray", action="store_true", help="run the models as Ray tasks on a local runtime (loopback only)")
+    where.add_argument("--ray-address", metavar="ADDRESS", help="run the models as Ray tasks on this Ray cluster")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds each model may take")
     parser.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="each model's data limit (GiB, RLIMIT_DATA)")
     parser.add_argument("--retry", action="append", choices=STAGES, default=[], help="sweep again the rows that failed at this stage (repeatable)")
@@ -313,8 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         return run_one(args.one[0], Path(args.one[1]))
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
+    ray = None
+    if args.ray or args.ray_address:
+        from tracelink.tune.cluster import RayOptions
+
+        ray = RayOptions(args.ray_address, cpus=max(1, args.jobs) if args.ray else None)
     rows = sweep(chosen(args.only, args.limit), args.out.resolve(), max(1, args.jobs), Limits(args.timeout, int(args.memory_gb * (1 << 30)),
-                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""), tuple(args.retry))
+                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""), tuple(args.retry), ray)
     print("\n" + table(rows, time.perf_counter() - started))
     return 0
 

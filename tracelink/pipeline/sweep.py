@@ -4,8 +4,10 @@ tasks, one item on one node each, on the same runtime `tune --ray` uses (:class:
 
 Each task writes its directory in a scratch directory of its node, sends it back as a tar archive's bytes
 through the object store, and the driver unpacks it where it asked: nothing assumes a shared
-filesystem. A profile's program file travels with its task; its other files (``--input @file``,
-``--parameters``) must be on every node at the same path.
+filesystem. A profile's files travel with its task the same way (:mod:`tracelink.tune.payload`): the
+program (a ``model.py:make`` model's file), its ``--input @file`` and ``--parameters`` files and its
+``--tuning-spec``; the profile records the node's copies of them. Code a swept function needs that
+the nodes do not have installed (the zoo bench's modules) goes to them as Ray's ``working_dir``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Any
 from tracelink.atomic import make_directory, remove_path
 from tracelink.errors import TracelinkError
 from tracelink.tune.cluster import Cluster, RayOptions
+from tracelink.tune.payload import moved, pack, run_files, unpack
+
+# `tracelink profile` options whose values name files a profile reads (the run's, and the spec)
+INPUT, PARAMETERS, SPEC = "--input", "--parameters", "--tuning-spec"
 
 
 @dataclass(frozen=True)
@@ -36,11 +42,13 @@ class ProfileJob:
 
 @dataclass(frozen=True)
 class ProfileRun:
-    """What became of a :class:`ProfileJob`: the command's exit status and its last lines of output."""
+    """What became of a :class:`ProfileJob`: the command's exit status, its last lines of output and
+    the Ray node it ran on."""
 
     job: ProfileJob
     returncode: int
     output: str
+    node: str
 
 
 def _directory_task(function: Callable[[Any, Path], Any], item: Any, scratch: str | None) -> tuple[Any, bytes]:
@@ -59,8 +67,9 @@ def map_directories(function: Callable[[Any, Path], Any], items: Sequence[tuple[
                     options: RayOptions = RayOptions(), scratch: Path = Path("out") / "ray",
                     done: Callable[[Any], None] | None = None) -> list[Any]:
     """``function(item, directory)`` for every ``(item, directory)`` as Ray tasks (a local runtime with its
-    files under ``scratch`` unless ``options`` gives an address); each directory written by the driver.
-    Returns the results in order; ``done`` is told each result as it arrives."""
+    files under ``scratch`` unless ``options`` gives an address; the function's code that the nodes lack
+    in its ``working_dir``); each directory written by the driver. Returns the results in order; ``done``
+    is told each result as it arrives."""
     with Cluster(options, scratch) as cluster:
         import ray
 
@@ -86,16 +95,49 @@ def _unpack(archive: bytes, directory: Path) -> None:
         tar.extractall(directory, filter="data")  # nothing outside it, no device or absolute link
 
 
-def _profile(job: tuple[str, bytes, tuple[str, ...]], directory: Path) -> tuple[int, str]:
-    """On a node: `tracelink profile` of the program's bytes into ``directory``."""
-    name, program, arguments = job
+def _profile(job: tuple[str, tuple[str, ...], dict[str, bytes]], directory: Path) -> tuple[int, str, str]:
+    """On a node: `tracelink profile` of the job's program into ``directory``, every file it reads a copy
+    written here from the bytes it came with."""
+    import ray
+
+    program, arguments, files = job
     with tempfile.TemporaryDirectory(prefix="tracelink-program-") as work:
-        file, colon, entry = _entry(name)
-        copy = Path(work) / Path(file).name
-        copy.write_bytes(program)
-        command = [sys.executable, "-m", "tracelink.commands.cli", "profile", f"{copy}{colon}{entry}", *arguments, "-o", str(directory)]
+        copies = unpack(files, Path(work))
+        file, colon, entry = _entry(program)
+        command = [sys.executable, "-m", "tracelink.commands.cli", "profile", f"{copies[file]}{colon}{entry}",
+                   *_arguments_moved(arguments, copies), "-o", str(directory)]
         done = subprocess.run(command, capture_output=True, text=True)
-        return done.returncode, "\n".join((done.stdout + done.stderr).splitlines()[-5:])
+        output = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
+        return done.returncode, output, ray.get_runtime_context().get_node_id()
+
+
+def _file_values(arguments: Sequence[str]) -> list[tuple[int, str, str]]:
+    """Where the options naming files are: (index, option, value) of ``--input X``, ``--input=X`` and the
+    like."""
+    found = []
+    for index, word in enumerate(arguments):
+        option, equals, value = word.partition("=")
+        if option in (INPUT, PARAMETERS, SPEC) and equals:
+            found.append((index, option, value))
+        elif word in (INPUT, PARAMETERS, SPEC) and index + 1 < len(arguments):
+            found.append((index + 1, word, arguments[index + 1]))
+    return found
+
+
+def _files_read(program: str, arguments: Sequence[str]) -> list[str]:
+    """The files a profile reads: its program file, then those its options name."""
+    values = _file_values(arguments)
+    inputs = [value for _, option, value in values if option == INPUT]
+    parameters = [value for _, option, value in values if option == PARAMETERS]
+    return [_entry(program)[0], *run_files(inputs, parameters), *(value for _, option, value in values if option == SPEC)]
+
+
+def _arguments_moved(arguments: Sequence[str], copies: dict[str, Path]) -> list[str]:
+    """``arguments`` with every file an option names replaced by the node's copy."""
+    out = list(arguments)
+    for index, _, value in _file_values(arguments):
+        out[index] = out[index][: len(out[index]) - len(value)] + moved(value, copies)
+    return out
 
 
 def _entry(program: str) -> tuple[str, str, str]:
@@ -108,9 +150,10 @@ def profile_all(jobs: Sequence[ProfileJob], options: RayOptions = RayOptions(),
     """Every job's `tracelink profile` as a Ray task, its profile directory written at ``job.out``."""
     items = []
     for job in jobs:
-        file = Path(_entry(str(job.program))[0])
-        if not file.is_file():
-            raise TracelinkError(f"{file}: no such program file")
-        items.append(((str(job.program), file.read_bytes(), tuple(job.arguments)), job.out))
+        paths = _files_read(str(job.program), job.arguments)
+        missing = next((path for path in paths if not Path(path).is_file()), None)
+        if missing is not None:
+            raise TracelinkError(f"{missing}: no such file (read by the profile of {job.program})")
+        items.append(((str(job.program), tuple(job.arguments), pack(paths)), job.out))
     results = map_directories(_profile, items, options, scratch)
-    return [ProfileRun(job, code, output) for job, (code, output) in zip(jobs, results)]
+    return [ProfileRun(job, *result) for job, result in zip(jobs, results)]

@@ -3,8 +3,11 @@ only, its files under a directory the tune owns) or a cluster joined, and the no
 
 Every node must run what the driver runs: the same IREE (a build of another compiler is another
 program) and the same CPU (a build for the host CPU made on one node is raced on another). A node that
-differs is refused with one line naming it, before anything is built. The runtime is stopped when the
-``with`` block ends, an interrupt included; joining a cluster only disconnects from it.
+differs is refused with one line naming it, before anything is built. A race takes a whole node as
+the Ray resource :data:`RACE_RESOURCE`, 1 on each node that may race (the local runtime has it; a
+cluster's nodes are started with it). The runtime is stopped when the ``with`` block ends, an interrupt
+included (one that arrives while it starts takes effect once it has started); joining a cluster only
+disconnects from it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ import os
 import platform
 import secrets
 import shutil
+import signal
 import socket
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -22,6 +29,7 @@ from pathlib import Path
 from tracelink.errors import TracelinkError, first_line
 
 LOOPBACK = "127.0.0.1"
+RACE_RESOURCE = "tracelink_race"  # a race holds all of its node's, a build a sliver: see tune/remote.py
 # Ray's unix sockets live at <temp>/session_<date>_<pid>/sockets/plasma_store: Linux allows 107 bytes
 MAX_TEMP_DIR = 43
 
@@ -29,20 +37,24 @@ MAX_TEMP_DIR = 43
 @dataclass(frozen=True)
 class RayOptions:
     """How to reach Ray: ``address`` None starts a local runtime of ``cpus`` CPUs (None: all) with its
-    files under ``temp_dir``."""
+    files under ``temp_dir``. ``working_dir``: a directory of code the tasks import that the nodes do
+    not have installed (a sweep's), carried to them by Ray; their tasks run in its copy."""
 
     address: str | None = None
     temp_dir: Path | None = None
     cpus: int | None = None
+    working_dir: Path | None = None
 
 
 @dataclass(frozen=True)
 class Node:
-    """A node of the runtime that passed the checks: its Ray id, address and CPUs."""
+    """A node of the runtime that passed the checks: its Ray id, address, CPUs and whether it has the
+    race resource (builds and races run only on such nodes)."""
 
     node_id: str
     address: str
     cpus: int
+    races: bool
 
 
 def node_facts() -> dict[str, str]:
@@ -118,7 +130,7 @@ class Cluster:
             _reachable(self.options.address)
             try:
                 self.ray.init(address=self.options.address, include_dashboard=False, log_to_driver=False,
-                              logging_level="ERROR")
+                              logging_level="ERROR", runtime_env=self._environment())
             except (ConnectionError, RuntimeError, ValueError, self.ray.exceptions.RayError) as error:
                 raise TracelinkError(f"--ray-address {self.options.address}: {first_line(error)}") from None
             return
@@ -128,9 +140,13 @@ class Cluster:
         if self.temp_dir.is_symlink():
             raise TracelinkError(f"{self.temp_dir}: a link; give a directory of its own as --ray-temp-dir")
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        self.ray.init(num_cpus=self.options.cpus or os.cpu_count(), include_dashboard=False,
-                      _node_ip_address=LOOPBACK, _temp_dir=str(self.temp_dir), log_to_driver=False,
-                      logging_level="ERROR")
+        with _signals_held():
+            self.ray.init(num_cpus=self.options.cpus or os.cpu_count(), resources={RACE_RESOURCE: 1},
+                          include_dashboard=False, _node_ip_address=LOOPBACK, _temp_dir=str(self.temp_dir),
+                          log_to_driver=False, logging_level="ERROR", runtime_env=self._environment())
+
+    def _environment(self) -> dict | None:
+        return {"working_dir": str(self.options.working_dir)} if self.options.working_dir else None
 
     def _checked_nodes(self) -> list[Node]:
         """The alive nodes with CPUs, each asked for its facts; one that differs from the driver's is refused."""
@@ -154,18 +170,43 @@ class Cluster:
                                          "the driver's IREE, tracelink and CPU")
         if not alive:
             raise TracelinkError(f"{self.options.address or 'the local Ray runtime'}: no node with a CPU")
-        return [Node(n["NodeID"], n["NodeManagerAddress"], int(n["Resources"]["CPU"])) for n in alive]
+        return [Node(n["NodeID"], n["NodeManagerAddress"], int(n["Resources"]["CPU"]),
+                     n["Resources"].get(RACE_RESOURCE, 0) >= 1) for n in alive]
 
     def address_of(self, node_id: str) -> str:
         return next((node.address for node in self.nodes if node.node_id == node_id), "")
 
-    def race_cpus(self) -> int:
-        """The CPUs a race asks for: a whole node's (the smallest node's, on a mixed cluster)."""
-        return min(node.cpus for node in self.nodes)
+    def racing_nodes(self) -> list[Node]:
+        """The nodes a tune builds and races on: those with the race resource; none is one line."""
+        racing = [node for node in self.nodes if node.races]
+        if not racing:
+            raise TracelinkError(f"{self.options.address}: no node has the {RACE_RESOURCE} resource a race takes; "
+                                 f"start each node with ray start --resources='{{\"{RACE_RESOURCE}\": 1}}'")
+        return racing
 
     def scratch(self) -> str | None:
         """Where a task writes its files: under the local runtime's directory; a node's own temp elsewhere."""
         return str(self.temp_dir) if self.local else None
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held while Ray starts its processes, then delivered: an interrupt
+    half-way leaves the agents its raylet was starting running after the tune. The main thread's
+    handlers only (Python runs them there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    numbers = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {number: signal.signal(number, lambda received, frame: held.append(received)) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if held:
+        signal.raise_signal(held[0])
 
 
 def _reachable(address: str) -> None:

@@ -1,27 +1,35 @@
 """The strategy search's builds and races as Ray tasks (:class:`RayWork`, over a :class:`~.cluster.Cluster`).
 
-Builds run anywhere, as many at once as the cluster has CPUs; a race asks for a whole node's CPUs, so
-nothing else runs on its node meanwhile and its builds are timed side by side on one machine. Programs,
-builds, inputs and parameters travel as bytes through Ray's object store; the builds land in the
-driver's directories (the resumed search finds them there), never on a shared filesystem. Where each
-ran goes to the record log (``placement`` records); a task whose worker or node died is recorded
-(``lost``) and submitted once more (Ray places it on any alive node with a free CPU), and a second
-loss is the trial's error. What is decided (which build, which race, which winner) stays in the driver.
+Builds run anywhere, one per CPU; a race takes a whole node as a Ray resource (all of the node's
+:data:`~.cluster.RACE_RESOURCE`, of which each build holds a sliver), so no build and no other race runs
+on its node meanwhile, its builds are timed side by side on one machine, and races of other searches
+run on other nodes at once. Programs, builds, inputs and parameters travel as bytes through Ray's
+object store (:mod:`~.payload`); the builds land in the driver's directories (the resumed search finds
+them there), never on a shared filesystem. Where and when each ran goes to the record log
+(``placement`` records); a task whose worker or node died is recorded (``lost``) and submitted once
+more (Ray places it on any alive node where it fits), and a second loss is the trial's error. What is decided (which build, which race, which winner) stays in the driver.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink.aggregate.tune_record import RecordLog
 from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError, first_line
-from tracelink.tune.cluster import Cluster
+from tracelink.tune.cluster import RACE_RESOURCE, Cluster
+from tracelink.tune.payload import moved, pack, run_files, unpack
 from tracelink.profile_dir import files
+
+# A build holds this much of its node's race resource: builds share a node (one per CPU), a race waits
+# until none runs there, and a build waits for the node's race to end.
+BUILD_SHARE = 0.001
+BUILD_OPTIONS = {"num_cpus": 1, "resources": {RACE_RESOURCE: BUILD_SHARE}, "max_retries": 0}
+RACE_OPTIONS = {"num_cpus": 1, "resources": {RACE_RESOURCE: 1}, "max_retries": 0}
 
 
 class LostError(TracelinkError):
@@ -52,7 +60,7 @@ def build_task(program: bytes, suffix: str, flags: list[str], extra: list[str], 
     (naming ``shown``: the driver's program and directory, not the node's copies)."""
     from tracelink.tune.spec import compile_variant
 
-    start = time.monotonic()
+    start, started = time.monotonic(), time.time()
     with tempfile.TemporaryDirectory(prefix="tracelink-build-", dir=scratch) as work:
         source, directory = Path(work) / f"program{suffix}", Path(work) / "build"
         source.write_bytes(program)
@@ -63,7 +71,7 @@ def build_task(program: bytes, suffix: str, flags: list[str], extra: list[str], 
             result["error"] = first_line(error).replace(str(source), shown[0]).replace(str(directory), shown[1])
         log = directory / "compile.log"
         result["log"] = log.read_text(errors="replace").replace(str(source), shown[0]) if log.is_file() else ""
-        return {**result, "node": _node(), "seconds": time.monotonic() - start}
+        return {**result, "node": _node(), "started": started, "seconds": time.monotonic() - start}
 
 
 def race_task(builds: list, function: str, inputs: list[str], parameters: list[str], files: dict[str, bytes],
@@ -75,34 +83,17 @@ def race_task(builds: list, function: str, inputs: list[str], parameters: list[s
 
     builds = ray.get(list(builds))  # references inside a list arrive as references
     with tempfile.TemporaryDirectory(prefix="tracelink-race-", dir=scratch) as work:
-        moved = {}
-        for index, (path, data) in enumerate(files.items()):
-            moved[path] = Path(work) / f"{index}_{Path(path).name}"
-            moved[path].write_bytes(data)
+        copies = unpack(files, Path(work))
         vmfbs = []
         for index, data in enumerate(builds):
             vmfbs.append(Path(work) / f"build{index}.vmfb")
             vmfbs[-1].write_bytes(data)
-        inputs = [_moved(value, moved) for value in inputs]
-        parameters = [_moved(value, moved) for value in parameters]
+        inputs = [moved(value, copies) for value in inputs]
+        parameters = [moved(value, copies) for value in parameters]
         runs = [lambda _, v=v: time_program(v, function, inputs, parameters, calls, timeout) for v in vmfbs]
-        start = time.monotonic()
+        start, started = time.monotonic(), time.time()
         times = alternate(runs, rounds)
-        return {"times": times, "node": _node(), "seconds": time.monotonic() - start}
-
-
-def run_files(inputs: Sequence[str], parameters: Sequence[str]) -> list[str]:
-    """The files a run reads: ``@file`` / ``SHAPE=@file`` inputs and ``[SCOPE=]FILE`` parameters."""
-    files = [value.partition("@")[2] for value in inputs if "@" in value]
-    return files + [value.rpartition("=")[2] for value in parameters]
-
-
-def _moved(value: str, moved: dict[str, Path]) -> str:
-    """``value`` (an input or a parameters value) with its file replaced by the node's copy."""
-    for path, copy in moved.items():
-        if value.endswith(path):
-            return value[: len(value) - len(path)] + str(copy)
-    return value
+        return {"times": times, "node": _node(), "started": started, "seconds": time.monotonic() - start}
 
 
 class RayWork:
@@ -112,8 +103,9 @@ class RayWork:
         import ray
 
         self.ray, self.cluster, self.log = ray, cluster, log
-        self.build_remote = ray.remote(num_cpus=1, max_retries=0)(build_task)
-        self.race_remote = ray.remote(num_cpus=cluster.race_cpus(), max_retries=0)(race_task)
+        self.nodes = cluster.racing_nodes()
+        self.build_remote = ray.remote(**BUILD_OPTIONS)(build_task)
+        self.race_remote = ray.remote(**RACE_OPTIONS)(race_task)
         self.status: Callable[[str], None] = lambda text: None
         self.counts = {"done": 0, "races": 0}
         self.shared: dict[tuple, object] = {}  # files put in the object store once
@@ -201,7 +193,7 @@ class RayWork:
         """A run's files as one object (path -> bytes), put once."""
         key = tuple((path, Path(path).stat().st_mtime_ns) for path in paths)
         if key not in self.shared:
-            self.shared[key] = self.ray.put({path: Path(path).read_bytes() for path in paths})
+            self.shared[key] = self.ray.put(pack(paths))
         return self.shared[key]
 
     def _raise_task_error(self, error: BaseException) -> None:
@@ -221,12 +213,12 @@ class RayWork:
     def _place(self, what: str, names: list[str], result: dict, stage: int) -> None:
         if self.log is not None:
             self.log.append([{"kind": "placement", "what": what, "names": names, "node": result["node"],
-                              "address": self.cluster.address_of(result["node"]), "seconds": result["seconds"],
-                              "stage": stage}])
+                              "address": self.cluster.address_of(result["node"]), "started": result["started"],
+                              "seconds": result["seconds"], "stage": stage}])
 
     def _show(self, pending: int) -> None:
         """builds queued, running and done, races in flight (running: as many as the cluster has CPUs)."""
-        cpus = sum(node.cpus for node in self.cluster.nodes)
+        cpus = sum(node.cpus for node in self.nodes)
         running = min(pending, cpus)
-        self.status(f"ray, {len(self.cluster.nodes)} node(s): builds {pending - running} queued, {running} running, "
+        self.status(f"ray, {len(self.nodes)} node(s): builds {pending - running} queued, {running} running, "
                     f"{self.counts['done']} done; races in flight {self.counts['races']}")
