@@ -185,7 +185,7 @@ def test_an_interrupted_mass_fuzz_run_stops_its_workers(tmp_path: Path) -> None:
 
     from tests.conftest import REPO
 
-    command = [sys.executable, "-m", "tests.fuzz_mass", "--inputs", "400000", "--workers", "2", "--chunk", "500",
+    command = [sys.executable, "-m", "tests.fuzz_mass", "--inputs", "20000", "--workers", "2", "--chunk", "100",
                "--target", "hook-record", "--seeds", str(tmp_path / "seeds"), "--failures", str(tmp_path / "failures")]
     run = subprocess.Popen(command, cwd=REPO, start_new_session=True, stderr=subprocess.PIPE, text=True)
     try:
