@@ -21,23 +21,17 @@ from pathlib import Path
 
 import networkx as nx
 import pandas as pd
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from tracelink.atomic import write_atomic
+from tracelink.compile.proto_schema import INT64, MESSAGE, STRING, UINT64, Schema, message_class
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind
 from tracelink.profile_dir import files
 
 PACKAGE = "perftools.profiles"
 # pprof's profile.proto (github.com/google/pprof/proto/profile.proto): message -> (field, number, type, repeated, message type)
-INT64, UINT64, STRING, MESSAGE = (
-    descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
-    descriptor_pb2.FieldDescriptorProto.TYPE_UINT64,
-    descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-    descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-)
-SCHEMA: dict[str, list[tuple[str, int, int, bool, str]]] = {
+SCHEMA: Schema = {
     "ValueType": [("type", 1, INT64, False, ""), ("unit", 2, INT64, False, "")],
     "Sample": [("location_id", 1, UINT64, True, ""), ("value", 2, INT64, True, "")],
     "Line": [("function_id", 1, UINT64, False, ""), ("line", 2, INT64, False, ""), ("column", 3, INT64, False, "")],
@@ -60,15 +54,7 @@ FRAME = re.compile(r'^loc\((?:"((?:[^"\\]|\\.)*)"(?=\(|\)))?\(?(?:"((?:[^"\\]|\\
 @cache
 def profile_class() -> type:
     """The ``perftools.profiles.Profile`` message class, from a descriptor of :data:`SCHEMA`."""
-    file = descriptor_pb2.FileDescriptorProto(name="tracelink_pprof_profile.proto", package=PACKAGE, syntax="proto3")
-    for name, fields in SCHEMA.items():
-        message = file.message_type.add(name=name)
-        for field_name, number, kind, repeated, type_name in fields:
-            label = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED if repeated else descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
-            message.field.add(name=field_name, number=number, type=kind, label=label, type_name=f".{PACKAGE}.{type_name}" if type_name else None)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{PACKAGE}.Profile"))
+    return message_class(PACKAGE, SCHEMA, "Profile")
 
 
 class PprofBuilder:
