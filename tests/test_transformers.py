@@ -137,7 +137,8 @@ def profiled(models) -> dict:
     runs = {}
     for name in ("gpt2", "llama", "bert", "vit", "resnet"):
         out = models.parent / f"out_{name}"
-        done = subprocess.run([*TRACELINK, "profile", f"{models}:{name}", "-o", str(out), "--repetitions", "3", "--json"],
+        done = subprocess.run([*TRACELINK, "profile", f"{models}:{name}", "-o", str(out), "--repetitions", "3", "--json",
+                               "--compare", "none"],
                               capture_output=True, text=True, timeout=600)
         runs[name] = (done, out)
     return runs
@@ -196,7 +197,8 @@ def test_left_padded_decoder_needs_attention_decomposed(profiled, models, tmp_pa
     kept = iree_outputs(load_profile(profiled["gpt2"][1]))[0]
     assert np.isnan(kept[0, :3]).all()  # the three padding rows
     out = tmp_path / "gpt2_decomposed"
-    done = run_cli("profile", f"{models}:gpt2", "-o", str(out), "--repetitions", "2", "--decompose", "scaled_dot_product_attention")
+    done = run_cli("profile", f"{models}:gpt2", "-o", str(out), "--repetitions", "2", "--decompose", "scaled_dot_product_attention",
+                   "--compare", "none")
     assert done.returncode == 0, done.stderr[-2000:]
     exported = (out / "artifacts" / "exported.mlir").read_text()
     assert "scaled_dot_product_attention" not in exported and "torch.aten._softmax" in exported
@@ -218,7 +220,8 @@ def test_attention_time_lands_on_the_models_line(profiled):
 
 def test_library_frames_rule_still_overrides(models, tmp_path):
     out = tmp_path / "bert_library"
-    done = run_cli("profile", f"{models}:bert", "-o", str(out), "--repetitions", "2", "--json", "--library-frames", "*/transformers/models/*")
+    done = run_cli("profile", f"{models}:bert", "-o", str(out), "--repetitions", "2", "--json", "--library-frames", "*/transformers/models/*",
+                   "--compare", "none")
     assert done.returncode == 0, done.stderr[-2000:]
     first = json.loads(done.stdout)["hottest_lines"][0]
     marks = {line.split("# ")[-1]: number for number, line in enumerate(MODELS.splitlines(), 1) if "# " in line}
