@@ -9,6 +9,7 @@ the dispatches measured.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tracelink.collect.inputs import check_inputs, described_type, generate_inpu
 from tracelink.compile import CompileResult
 from tracelink.errors import TracelinkError
 from tracelink.pipeline.options import ProfileOptions
+from tracelink.ir_utils import new_context
 from tracelink.provenance.build import QUIET_PHASE, Provenance, build_provenance, phase_dump
 from tracelink.provenance.executables import source_dumps
 from tracelink.provenance.graph import write_node_link
@@ -98,8 +100,9 @@ class ProvenanceJob:
         # the user's inputs fix a dynamic program's sizes (generated inputs are of a static signature)
         plan = read_stream_plan(phase_dump(artifacts / "phases", "stream"), self.entry, input_shapes(self.options.inputs))
         if texts is not None:
+            context = functools.cache(new_context)  # one for all the dumps
             for path in source_dumps(artifacts / "executables"):
-                texts.dump(path, enclosing)
+                texts.dump(path, enclosing, context)
         return plan, texts
 
     def _build(self) -> tuple[list[str], Provenance, dict | None, pd.DataFrame]:

@@ -6,10 +6,12 @@ gains), so the model imports no view and the views import the model without a ci
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import audit_of
+from tracelink.ir_utils import new_context
 from tracelink.report.gains import gain_data
 from tracelink.report.model import (
     MAX_PROGRAM_BYTES, ReportModel, add_line_utilization, call_site_rows, counter_columns, event_series, iteration_strip,
@@ -31,6 +33,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None, texts: So
     sources = sources or SourcePolicy.for_profile(summary)
     program = str(summary.get("program", ""))
     texts = texts if texts is not None else SourceTexts()
+    context = functools.cache(new_context)  # made for the first dump not parsed beside the compiler, if any
     by_frames = member_keys(graph)
     readable = bool(program) and Path(program).exists() and sources.refusal(Path(program), MAX_PROGRAM_BYTES) is None
     program_ops, enclosing = texts.program(Path(program)) if readable else (None, frozenset())
@@ -39,7 +42,7 @@ def build_model(profile: Profile, sources: SourcePolicy | None = None, texts: So
     files, lines = map_lines(profile.line_shares, ops, program, program_ops, by_frames, sources)
     add_line_utilization(profile.source_lines, files, program, profile)
     call_sites = call_site_rows(profile, graph, lines, ops)
-    executables = read_executables(profile, graph, enclosing, by_frames, texts, sources.allows_dumps())
+    executables = read_executables(profile, graph, enclosing, by_frames, texts, context, sources.allows_dumps())
     durations, per_iteration = event_series(profile.events)
     counters = counter_columns(profile.call_sites)
     model = ReportModel(

@@ -16,12 +16,14 @@ import functools
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pandas as pd
+from iree.compiler import ir
 
 from tracelink.profile_dir.profile import Profile
 from tracelink.provenance.graph import nodes_of_kind, ops_of_call_site
@@ -385,9 +387,9 @@ def counter_columns(table: pd.DataFrame) -> list[str]:
 
 
 def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, texts: SourceTexts,
-                     embed: bool = True) -> dict[str, Executable]:
+                     context: Callable[[], ir.Context], embed: bool = True) -> dict[str, Executable]:
     """Each executable's dumped source (locations removed) and, per line, the source ops it came from
-    (parsed by ``texts`` unless it was already).
+    (one ``texts`` does not hold yet is parsed in ``context()``).
 
     Without ``embed`` (``--no-sources``) no dump is read: dumps hold the user's program text.
     """
@@ -402,7 +404,7 @@ def read_executables(profile: Profile, graph: nx.DiGraph, enclosing, by_frames, 
             executable = Executable(index=len(executables), name=name, exports=[], source_file=str(data.get("source_file") or ""), text=None)
             executables[name] = executable
             path = dump_path(profile.artifacts, executable.source_file) if executable.source_file else None
-            dump = texts.dump(path, enclosing) if embed and path is not None and path.is_file() else None
+            dump = texts.dump(path, enclosing, context) if embed and path is not None and path.is_file() else None
             if dump is not None:
                 executable.text = [cut(line, MAX_EXECUTABLE_LINE_CHARS) for line in dump.stripped.split("\n")]
                 for text_op in dump.ops or []:

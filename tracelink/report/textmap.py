@@ -9,7 +9,6 @@ order; pairing them gives each op's location and its line.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -143,8 +142,6 @@ class SourceTexts:
 
     programs: dict[Path, tuple[list[TextOp] | None, frozenset[str]]] = field(default_factory=dict)
     dumps: dict[tuple[Path, frozenset[str]], DumpText | None] = field(default_factory=dict)
-    # a dump not parsed yet is parsed in this context, made on first use (none when every dump was parsed)
-    context: Callable[[], ir.Context] = field(default_factory=lambda: functools.cache(new_context))
 
     def program(self, path: Path) -> tuple[list[TextOp] | None, frozenset[str]]:
         """:func:`program_text_ops` of ``path``."""
@@ -153,13 +150,14 @@ class SourceTexts:
             self.programs[key] = program_text_ops(key)
         return self.programs[key]
 
-    def dump(self, path: Path, enclosing: frozenset[str]) -> DumpText | None:
-        """An executable dump's :class:`DumpText`; None when it cannot be read."""
+    def dump(self, path: Path, enclosing: frozenset[str], context: Callable[[], ir.Context]) -> DumpText | None:
+        """An executable dump's :class:`DumpText`; None when it cannot be read. One not parsed yet is parsed in
+        the context ``context()`` gives: each process makes its own (the report's forked child too), lazily."""
         key = (Path(path).resolve(), enclosing)
         if key not in self.dumps:
             try:
                 text = key[0].read_text(errors="replace")
             except OSError:
                 text = None
-            self.dumps[key] = None if text is None else DumpText(strip_locations(text), text_ops(text, enclosing, self.context()))
+            self.dumps[key] = None if text is None else DumpText(strip_locations(text), text_ops(text, enclosing, context()))
         return self.dumps[key]
