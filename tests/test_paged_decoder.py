@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import REPO, run_profile
 from tests.test_dynamic_memory import assert_root_lines_timed
 from tests.test_memory import iree_profile_memory, one_call_bundle
+from tracelink.report.summary import memory_text
 
 EXPORT = REPO / "tests" / "data" / "paged_decoder.py"
 F16 = 2
@@ -97,3 +98,4 @@ def test_a_returned_cache_is_counted_once_and_named(tmp_path_factory):
     split = memory["split"]
     assert split["outputs"] == tokens * VOCAB * F16 + pages * PAGE_BYTES and split["inputs"] == 0 and memory["split_inputs"] == []
     assert sum(split.values()) == memory["peak_bytes"] == iree_profile_memory(one_call_bundle(profile))["high_water"]
+    assert "outputs (result 1: argument 2 updated)" in memory_text(memory)

@@ -323,9 +323,13 @@ def memory_text(memory: dict | None, holders: int = 3) -> str | None:
     """One line: the peak of one call, what it is made of and the lines holding most of it."""
     if not memory:
         return None
-    held_inputs = memory.get("split_inputs")
-    named = ", ".join(f"argument {held.get('argument')}: {held.get('type')}" for held in held_inputs if isinstance(held, dict)) if isinstance(held_inputs, list) else ""
-    split = ", ".join(f"{size(value)} {name}" + (f" ({named})" if name == "inputs" and named else "")
+    held_inputs, results = memory.get("split_inputs"), memory.get("split_outputs")
+    named = {"inputs": ", ".join(f"argument {held.get('argument')}: {held.get('type')}" for held in held_inputs
+                                 if isinstance(held, dict)) if isinstance(held_inputs, list) else "",
+             # a result filled from an argument: a cache returned updated rather than updated in place
+             "outputs": ", ".join(f"result {out.get('result')}: argument {out.get('argument')} updated" for out in results
+                                  if isinstance(out, dict) and out.get("argument") is not None) if isinstance(results, list) else ""}
+    split = ", ".join(f"{size(value)} {name}" + (f" ({named[name]})" if named.get(name) else "")
                       for name, value in memory["split"].items() if value)
     held = ", ".join(f"{name} {size(value)}" for name, value in memory["resident_bytes"].items() if value)
     top = [row for row in memory["top"] if row["bytes_at_peak"]][:holders]
