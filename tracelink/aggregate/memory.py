@@ -26,10 +26,9 @@ from dataclasses import dataclass
 import networkx as nx
 import pandas as pd
 
-from tracelink.aggregate import user_lines
+from tracelink.aggregate import held_lines
 from tracelink.aggregate.components import component_of
 from tracelink.collect.memory import Allocation, MemoryCapture
-from tracelink.compile.frames import LIBRARY_FRAMES
 from tracelink.provenance.graph import ops_of_call_site
 from tracelink.provenance.memory_plan import Alloca, PlannedCommand, StreamPlan
 
@@ -236,28 +235,29 @@ def argument_copies(shares: list[tuple[Buffer, int]]) -> dict[int, dict[int, int
 
 
 def dispatch_sources(graph: nx.DiGraph, call_sites: list[tuple[int, str]], plan: StreamPlan,
-                     library_frames: tuple[str, ...] = LIBRARY_FRAMES) -> list[list[dict]] | None:
+                     line_shares: pd.DataFrame) -> list[list[dict]] | None:
     """For each dispatch of the plan, its root source ops (label, name, file, line) from the provenance graph,
-    each on its user line (library frames folded into the model line calling them, as the summary ranks
-    time); None when the plan's dispatches are not the call sites' (other exports, or another order),
-    which would credit bytes to the wrong lines."""
+    each on its user line (the graph's ``line_shares``: library frames folded into the model line calling
+    them, as the summary ranks time); None when the plan's dispatches are not the call sites' (other
+    exports, or another order), which would credit bytes to the wrong lines."""
     if [export for _, export in call_sites] != [dispatch.export for dispatch in plan.dispatches]:
         return None
-    lines = user_lines(graph, library_frames)
+    lines = held_lines(line_shares)
     return [[{**graph.nodes[node], **dict(zip(("file", "line"), lines.get(node, ())))}
              for node, role in ops_of_call_site(graph, index) if role == "root"] for index, _ in call_sites]
 
 
 def memory_tables(capture: MemoryCapture, plan: StreamPlan, graph: nx.DiGraph, call_sites: list[tuple[int, str]],
-                  library_frames: tuple[str, ...] = LIBRARY_FRAMES) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+                  line_shares: pd.DataFrame) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """(profile.json's ``memory``, memory_lines, memory_components) of one call.
 
-    ``call_sites`` are the run-phase call sites (index, export) in execution order, one per dispatch of the plan.
+    ``call_sites`` are the run-phase call sites (index, export) in execution order, one per dispatch of the
+    plan; ``line_shares`` the graph's :func:`~tracelink.aggregate.op_line_shares`.
     """
     peak_bytes, at_peak = capture.high_water()
     buffers = plan_buffers(plan)
     count = len(plan.dispatches)
-    sources = dispatch_sources(graph, call_sites, plan, library_frames)
+    sources = dispatch_sources(graph, call_sites, plan, line_shares)
     makers = {id(buffer): buffer_sources(buffer, sources, plan) for buffer in buffers}
     live = [live_shares(buffers, i) for i in range(count)]
     timeline = [sum(share for _, share in shares) for shares in live]

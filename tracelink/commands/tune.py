@@ -87,7 +87,7 @@ def _positive(value: int | None, flag: str) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     # Imported here, not at the top: xgboost and the tuner stay out of every other command's start-up.
-    from tracelink.aggregate.tune_record import TRIALS_FILE
+    from tracelink.profile_dir.tune_record import TRIALS_FILE
     from tracelink.textsafe import TerminalConsole
 
     config = _config(args)
@@ -153,7 +153,7 @@ def _config(args: argparse.Namespace) -> TuneConfig:
 
 def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tuple[Profile, Session]:
     """Load the profile and run the whole tune session on it, under the profile's lock."""
-    from tracelink.aggregate.tune_record import RECORDS_FILE
+    from tracelink.profile_dir.tune_record import RECORDS_FILE
     from tracelink.profile_dir.profile import load_profile
     from tracelink.tune.session import tune_session
 

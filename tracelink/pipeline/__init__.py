@@ -379,7 +379,7 @@ def timed_run(vmfb: Path, entry: str, inputs: list[str], options: ProfileOptions
 
 def memory_of(capture: MemoryCapture, built: BuiltProvenance, options: ProfileOptions) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """profile.json's ``memory``, memory_lines and memory_components of one call."""
-    return memory_tables(capture, built.stream_plan, built.provenance.graph, run_call_sites(built.provenance.graph), options.library_frames)
+    return memory_tables(capture, built.stream_plan, built.provenance.graph, run_call_sites(built.provenance.graph), built.line_shares)
 
 
 def device_and_peaks(options: ProfileOptions, console: Console) -> tuple[dict[str, str], Machine]:

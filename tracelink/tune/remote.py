@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelink.aggregate.tune_record import RecordLog
+from tracelink.profile_dir.tune_record import RecordLog
 from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError, first_line
 from tracelink.tune.cluster import RACE_RESOURCE, Cluster
