@@ -28,8 +28,10 @@ WORKLOAD_RUNS = {  # program: function, inputs, parameters — as ../shared/work
 
 
 def run_profile(program: Path, out: Path, **options) -> Profile:
-    """Profile ``program`` for real (iree-compile, iree-benchmark-module) into ``out``."""
+    """Profile ``program`` for real (iree-compile, iree-benchmark-module) into ``out``; without the framework's
+    own run unless ``compare`` asks for it (tests/test_reference.py and test_tune_reference.py are about it)."""
     options.setdefault("repetitions", 5)
+    options.setdefault("compare", ("none",))
     return profile(program, out, ProfileOptions(**options), Console(quiet=True))
 
 

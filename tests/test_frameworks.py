@@ -117,7 +117,7 @@ def jax_profile(tmp_path_factory) -> tuple[Profile, Path]:
     base = tmp_path_factory.mktemp("jax_mlp")
     model = base / "mlp_model.py"
     model.write_text(JAX_MODEL)
-    return run_profile(Path(f"{model}:make"), base / "out", repetitions=5, compare=("none",)), model
+    return run_profile(Path(f"{model}:make"), base / "out", repetitions=5), model
 
 
 def test_jax_hottest_lines_are_the_layer_calls(jax_profile):
