@@ -252,13 +252,16 @@ def test_first_screen_says_which_line_and_why(browser, big):  # noqa: F811
     assert len(rows) >= 10
     hottest = profile.source_lines.sort_values("share", ascending=False).iloc[0]
     assert rows[0]["where"] == f"{os.path.basename(hottest['file'])}:{hottest['line']}"
+    # the widest matmul's line leads; a relu's share of its fused dispatch (split at the machine's roofs)
+    # may rank above a narrow matmul's line further down
+    assert rows[0]["kind"] == "linalg.matmul"
     for row in rows:
         name, number = row["where"].rsplit(":", 1)
         assert row["whole"], row  # file:line not cut, and on the first screen
         line = lines.loc[(name, int(number))]
         ops = str(line["ops"]).split(";")
         expected_kinds = {k for op in ops for k in str(ops_table.loc[op, "op_kinds"]).split(", ")} - {"linalg.fill"}
-        assert set(row["kind"].split(", ")) == expected_kinds == {"linalg.matmul"}
+        assert set(row["kind"].split(", ")) == expected_kinds
         verdict = str(line["verdict"])
         rate = f"{line['gbytes_s']:.3g} GB/s" if verdict == "memory-bound" else f"{line['gflops_s']:.3g} GFLOP/s"
         assert row["verdict"] == f"{verdict.removesuffix('-bound')}{rate}"
