@@ -257,13 +257,13 @@ def test_sweep_writes_each_profile_where_the_driver_asks(tmp_path):
 
 def _race(work, profile, rounds: int):
     """A race task of the profiled build alone on ``work``'s runtime (its result: times, node, started, seconds)."""
-    import ray
-
     from tracelink.compare.diff import run_inputs, run_parameters
+    from tracelink.tune.payload import run_files
+    from tracelink.tune.remote import Job, race_job
 
-    vmfb = ray.put((profile.artifacts / files.VMFB).read_bytes())
-    return work.race_remote.remote([vmfb], profile.summary["function"], run_inputs(profile), run_parameters(profile),
-                                   {}, 2, rounds, 600.0, work.cluster.scratch())
+    vmfb, inputs, parameters = profile.artifacts / files.VMFB, run_inputs(profile), run_parameters(profile)
+    arguments = ([str(vmfb)], profile.summary["function"], inputs, parameters, 2, rounds, 600.0)
+    return work.submit(Job("race", ("profiled",), race_job, arguments, (vmfb, *run_files(inputs, parameters))))
 
 
 def _overlap(one: dict, other: dict) -> bool:
@@ -276,7 +276,7 @@ def test_a_race_holds_its_node_alone(mlp):
     import ray
 
     from tracelink.tune.cluster import Cluster, RayOptions
-    from tracelink.tune.remote import RayWork
+    from tracelink.tune.remote import Job, RayWork, compile_job
 
     profile, temp = load_profile(mlp), short_directory()
     program = Path(profile.manifest["input"])
@@ -284,8 +284,8 @@ def test_a_race_holds_its_node_alone(mlp):
     try:
         with Cluster(RayOptions(temp_dir=temp, cpus=2), temp) as runtime:
             work = RayWork(runtime)
-            build = lambda name: work.build_remote.remote(program.read_bytes(), program.suffix, flags, [], 600.0, name,  # noqa: E731
-                                                          runtime.scratch(), (str(program), "build"))
+            build = lambda name: work.submit(Job("build", (name,), compile_job,  # noqa: E731
+                                                 (str(program), flags, [], 600.0, name, "build"), (program,)))
             first = build("first")  # the race is asked for while it builds, then another build
             raced, *built = ray.get([_race(work, profile, rounds=30), first, build("second")])
     finally:
@@ -370,11 +370,13 @@ def make():
 
 def test_sweep_on_the_cluster_carries_every_file(cluster, tmp_path, monkeypatch):
     """A sweep's profiles on the two nodes: the programs (one a `model.py:make`), the input and the
-    parameter archive reach each node as bytes, and the profiles record the node's copies."""
+    parameter archive reach each node as bytes, come back inside the profiles, which record them where
+    the driver has them: a swept profile is diffed (run again) on the driver afterwards."""
     import numpy as np
     import iree.runtime as rt
 
     from tracelink.pipeline.sweep import ProfileJob, profile_all
+    from tracelink.report.sources import SIGNED_KEYS
     from tracelink.tune.cluster import RayOptions
 
     address, env = cluster
@@ -393,10 +395,20 @@ def test_sweep_on_the_cluster_carries_every_file(cluster, tmp_path, monkeypatch)
     assert [run.returncode for run in runs] == [0, 0], [run.output for run in runs]
     assert len({run.node for run in runs}) == 2  # one profile per node (1 CPU each), both at once
     add, linear = (load_profile(job.out) for job in jobs)
-    (parameters,), (value,) = add.summary["parameters"], add.summary["inputs"]  # as recorded: the node's copies
-    assert parameters.endswith("/w.irpa") and str(tmp_path) not in parameters, parameters
-    assert value.endswith("/x.npy") and str(tmp_path) not in value, value
-    assert linear.summary["function"] and str(tmp_path) not in str(linear.summary.get("model")), linear.summary.get("model")
+    (parameters,), (value,) = add.summary["parameters"], add.summary["inputs"]
+    recorded = {jobs[0].out: [parameters.partition("=")[2], value.removeprefix("@"), add.manifest["input"]],
+                jobs[1].out: [linear.summary["model"].rpartition(":")[0], linear.manifest["input"]]}
+    assert [Path(path).name for path in recorded[jobs[0].out]] == ["w.irpa", "x.npy", "add.mlir"], recorded
+    assert Path(recorded[jobs[1].out][0]).name == "linear.py", recorded
+    for out, paths in recorded.items():  # the files the profile ran with, kept inside it
+        assert all(Path(path).is_file() and Path(path).is_relative_to(out) for path in paths), paths
+    for job in jobs:  # no path of the node's left, but in the source policy as the node signed it
+        summary = {key: value for key, value in json.loads((job.out / files.SUMMARY).read_text()).items() if key not in SIGNED_KEYS}
+        written = [json.dumps(summary), (job.out / files.ARTIFACTS / files.MANIFEST).read_text()]
+        assert not [text for text in written if "tracelink-program-" in text or "tracelink-sweep-" in text], written
+    diff = subprocess.run([str(TRACELINK), "diff", str(jobs[0].out), str(jobs[0].out), "--rounds", "2", "-o",
+                           str(tmp_path / "diff.csv")], capture_output=True, text=True, timeout=300)
+    assert diff.returncode == 0 and (tmp_path / "diff.csv").is_file(), diff.stderr[-3000:]
 
 
 SWEPT = """
@@ -426,3 +438,46 @@ def test_sweep_carries_the_code_it_runs(cluster, tmp_path, monkeypatch):
     ran = map_directories(swept_here.write, items, RayOptions(address=address, working_dir=code))
     assert [(directory / "item").read_text() for _, directory in items] == ["a", "b"]
     assert not [file for file in ran if file.startswith(str(code))], ran  # the nodes' copy, not the driver's
+
+
+def test_tile_search_builds_across_the_cluster_and_times_on_one_node(cluster, tmp_path):
+    """The tile search on the cluster (a matmul built with a poor tile config, so its candidates win):
+    the candidates built on both nodes, the default and every candidate timed on one node, every trial
+    in the driver's record, and the tuning handed over applies in the program."""
+    import numpy as np
+    import iree.runtime as rt
+
+    from tests.test_tune import LAYER, POOR, SMALL_SPACE, dumped_benchmark
+    from tracelink.compile import CompileOptions
+    from tracelink.tune.dispatch import load_dispatch
+    from tracelink.tune.spec import Choice, write_spec
+
+    address, env = cluster
+    program, config_file, base = tmp_path / "layer.mlir", tmp_path / "tune.toml", tmp_path / "base"
+    program.write_text(LAYER)
+    config_file.write_text(SMALL_SPACE)
+    dispatch = load_dispatch(dumped_benchmark(program, tmp_path / "dump"))
+    run_profile(program, base, compile=CompileOptions(tuning_spec=write_spec([Choice(dispatch, POOR)], tmp_path / "poor.mlir")))
+    arguments = ["--ray-address", address, "--no-strategies", "--top", "1", "--trials", "2", "--rounds", "0", "--config",
+                 str(config_file)]
+    run = tune(base, *arguments, env=env)
+    output, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, output[-3000:]
+    placed = records(base, "tile_placement")
+    builds, timings = ([p for p in placed if p["what"] == what] for what in ("build", "time"))
+    assert len(builds) == 3 and len({p["node"] for p in builds}) == 2, placed  # the two candidates at once
+    assert len({p["node"] for p in timings}) == 1 and all(p["address"] == "127.0.0.1" for p in placed), placed
+    trials = records(base, "tile")
+    assert len(trials) == 3 and all(t["verification"] == "ok" for t in trials), trials
+    timed = {name for p in timings for name in p["names"]}
+    assert {f"{t['dispatch']}#{t['trial']}" for t in trials} <= timed, (trials, timings)
+    outcome = records(base, "dispatch")[-1]
+    assert outcome["selected"] and (base / "tune" / "spec.mlir").is_file(), outcome  # kept once found applied
+    inputs = [np.load(path) for path in sorted((base / files.ARTIFACTS / files.INPUTS).glob("input_*.npy"))]
+    outputs = [rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task").main(*inputs).to_host()
+               for vmfb in (base / files.ARTIFACTS / files.VMFB, base / "tune" / "spec_check" / files.VMFB)]
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)
+    again = tune(base, *arguments, "--resume", env=env)  # the trials are spent: nothing is built or measured again
+    output, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, output[-3000:]
+    assert records(base, "tile") == trials and [p for p in records(base, "tile_placement") if p["what"] == "build"] == builds

@@ -57,9 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "profiled build only")
     tune.add_argument("--json", action="store_true", help="print one JSON document on stdout (the text goes to stderr)")
     ray = tune.add_mutually_exclusive_group()
-    ray.add_argument("--ray", action="store_true", help="build and race the strategies on a local Ray runtime started "
-                     "for this tune (loopback only; stopped at the end)")
-    ray.add_argument("--ray-address", metavar="ADDRESS", help="build and race the strategies on this Ray cluster "
+    ray.add_argument("--ray", action="store_true", help="build and race the strategies and the tile candidates on a local Ray "
+                     "runtime started for this tune (loopback only; stopped at the end)")
+    ray.add_argument("--ray-address", metavar="ADDRESS", help="build and race the strategies and the tile candidates on this Ray cluster "
                      "(auto, host:port or ray://host:port); every node needs the driver's tracelink, IREE and CPU")
     tune.add_argument("--ray-temp-dir", type=Path, help="the local Ray runtime's files and spilled objects "
                       "(default <profile>/tune/ray)")
@@ -173,7 +173,7 @@ def _tune(args: argparse.Namespace, config: TuneConfig, console: Console) -> tup
 
 @contextmanager
 def _ray_work(args: argparse.Namespace) -> Iterator[RayWork | None]:
-    """The Ray runtime of ``--ray`` / ``--ray-address`` for the tune's builds and races (None: in this process)."""
+    """The Ray runtime of ``--ray`` / ``--ray-address`` for both searches' builds and races (None: in this process)."""
     if args.ray_address is None and not args.ray:
         if args.ray_temp_dir is not None or args.ray_cpus is not None:
             raise TracelinkError("--ray-temp-dir and --ray-cpus need --ray")

@@ -79,7 +79,7 @@ def run_inputs(profile: Profile) -> list[str]:
     values = []
     for value in profile.summary.get("inputs", []):
         if value.startswith("@") and not Path(value[1:]).is_file():
-            moved = profile.artifacts / "inputs" / Path(value[1:]).name
+            moved = profile.artifacts / files.INPUTS / Path(value[1:]).name
             if not moved.is_file():
                 raise TracelinkError(f"{profile.directory}: input {value[1:]} of the profiled run is gone")
             value = f"@{moved}"

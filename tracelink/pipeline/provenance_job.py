@@ -135,7 +135,7 @@ def run_inputs(phases: Path, entry: str, options: ProfileOptions, artifacts: Pat
     if options.inputs:
         check_inputs(options.inputs, specs)
         return list(options.inputs)
-    return generate_inputs(specs, artifacts / "inputs", options.seed)
+    return generate_inputs(specs, artifacts / files.INPUTS, options.seed)
 
 
 def small_program(program: Path) -> bool:

@@ -6,13 +6,17 @@ Each task writes its directory in a scratch directory of its node, sends it back
 through the object store, and the driver unpacks it where it asked: nothing assumes a shared
 filesystem. A profile's files travel with its task the same way (:mod:`tracelink.tune.payload`): the
 program (a ``model.py:make`` model's file), its ``--input @file`` and ``--parameters`` files and its
-``--tuning-spec``; the profile records the node's copies of them. Code a swept function needs that
-the nodes do not have installed (the zoo bench's modules) goes to them as Ray's ``working_dir``.
+``--tuning-spec``. The node's copies of them then move into the profile's artifacts, and the paths the
+profile records name the driver's places, so the profile stands on its own where the driver puts it
+(`tracelink tune` and `diff` run it again). Code a swept function needs that the nodes do not have
+installed (the zoo bench's modules) goes to them as Ray's ``working_dir``.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracelink.atomic import make_directory, remove_path
+from tracelink.atomic import make_directory, remove_path, write_text_atomic
 from tracelink.errors import TracelinkError
+from tracelink.profile_dir import files
+from tracelink.report.sources import SIGNED_KEYS
 from tracelink.tune.cluster import Cluster, RayOptions
 from tracelink.tune.payload import moved, pack, run_files, unpack
 
@@ -95,20 +101,55 @@ def _unpack(archive: bytes, directory: Path) -> None:
         tar.extractall(directory, filter="data")  # nothing outside it, no device or absolute link
 
 
-def _profile(job: tuple[str, tuple[str, ...], dict[str, bytes]], directory: Path) -> tuple[int, str, str]:
+def _profile(job: tuple[str, tuple[str, ...], dict[str, bytes], str], directory: Path) -> tuple[int, str, str]:
     """On a node: `tracelink profile` of the job's program into ``directory``, every file it reads a copy
-    written here from the bytes it came with."""
+    written here from the bytes it came with, kept in the profile (:func:`_keep_files`) for the driver's
+    directory (the job's last item)."""
     import ray
 
-    program, arguments, files = job
+    program, arguments, carried, out = job
     with tempfile.TemporaryDirectory(prefix="tracelink-program-") as work:
-        copies = unpack(files, Path(work))
+        copies = unpack(carried, Path(work))
         file, colon, entry = _entry(program)
         command = [sys.executable, "-m", "tracelink.commands.cli", "profile", f"{copies[file]}{colon}{entry}",
                    *_arguments_moved(arguments, copies), "-o", str(directory)]
         done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode == 0:
+            _keep_files(copies, directory, Path(out))
         output = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
         return done.returncode, output, ray.get_runtime_context().get_node_id()
+
+
+def _keep_files(copies: dict[str, Path], directory: Path, out: Path) -> None:
+    """Make the profile in ``directory`` stand on its own at ``out``, where the driver writes it: the node's
+    copies of the files it read move into its artifacts (``inputs/<n>/<name>``, beside the inputs a run
+    generates), and every path its summaries and manifests record, to a copy or into the directory,
+    becomes the path at ``out`` (but for the signed source policy)."""
+    kept = directory / files.ARTIFACTS / files.INPUTS
+    renamed = {str(directory): str(out)}
+    for copy in copies.values():
+        place = make_directory(kept / copy.parent.name) / copy.name
+        shutil.move(copy, place)
+        renamed[str(copy)] = str(out / place.relative_to(directory))
+    for path in [*directory.rglob(files.SUMMARY), *directory.rglob(files.MANIFEST)]:
+        recorded = json.loads(path.read_text())
+        # the source policy stays as the node's run signed it (the roots it allowed the report to read)
+        kept = {key: value if key in SIGNED_KEYS else _renamed(value, renamed) for key, value in recorded.items()}
+        write_text_atomic(path, json.dumps(kept, indent=2))
+
+
+def _renamed(value: Any, renamed: dict[str, str]) -> Any:
+    """``value`` with every path of ``renamed`` in its strings replaced (a path in a flag or an input value
+    too), through lists and objects."""
+    if isinstance(value, str):
+        for old, new in renamed.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, list):
+        return [_renamed(item, renamed) for item in value]
+    if isinstance(value, dict):
+        return {key: _renamed(item, renamed) for key, item in value.items()}
+    return value
 
 
 def _file_values(arguments: Sequence[str]) -> list[tuple[int, str, str]]:
@@ -154,6 +195,6 @@ def profile_all(jobs: Sequence[ProfileJob], options: RayOptions = RayOptions(),
         missing = next((path for path in paths if not Path(path).is_file()), None)
         if missing is not None:
             raise TracelinkError(f"{missing}: no such file (read by the profile of {job.program})")
-        items.append(((str(job.program), tuple(job.arguments), pack(paths)), job.out))
+        items.append(((str(job.program), tuple(job.arguments), pack(paths), str(job.out.absolute())), job.out))
     results = map_directories(_profile, items, options, scratch)
     return [ProfileRun(job, *result) for job, result in zip(jobs, results)]

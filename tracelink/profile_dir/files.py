@@ -30,6 +30,7 @@ MANIFEST = "manifest.json"  # in ARTIFACTS: how it was compiled
 VMFB = "app.vmfb"  # in ARTIFACTS: the compiled program
 RUN_LOG = "run.log"  # in ARTIFACTS: the timed run's command line and output
 EXPORTED = "exported.mlir"  # in ARTIFACTS: a Python model's exported program
+INPUTS = "inputs"  # in ARTIFACTS: the run's generated inputs; a swept run's files carried to its node, in numbered folders
 REPRO = "repro"  # `tracelink repro`'s folders
 FUNCTIONS = "functions"  # one profile directory per function of a several-function profile
 TUNE = "tune"  # `tracelink tune`'s records and what is derived from them:

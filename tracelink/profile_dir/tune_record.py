@@ -23,6 +23,9 @@ is a one-line error naming the file and line) and when it is written:
 - ``tiles``: the start of a tile search, ``{"kind"}``;
 - ``tile``: one measured tile configuration of a dispatch (the columns of ``trials.csv``);
 - ``round``: one round of the tile search's task scheduler (the columns of ``schedule.csv``);
+- ``tile_placement`` and ``tile_lost`` (a tune on Ray): a ``placement`` and a ``lost`` record of the tile
+  search, ``what`` a candidate's ``build`` or the ``time`` of a dispatch's builds on its node, ``names``
+  the trials (``<dispatch>#<trial>``, the default's trial 0), ``stage`` 0;
 - ``dispatch``: what tuning one dispatch found (the columns of ``summary.csv``), written when the
   tile search and its checks end (an error or an interrupt included);
 - ``program_check``: the whole-program check of the tuning, or of the flag baselines alone when no
@@ -76,8 +79,10 @@ TRIALS_FILE = Path(files.TUNE_TRIALS)
 SCHEDULE_FILE = Path(files.TUNE_SCHEDULE)
 SUMMARY_FILE = Path(files.TUNE_SUMMARY)
 CHECK_FILE = Path(files.TUNE_CHECK)
-STRATEGY_KINDS = ("strategies", "strategy", "per_line", "placement", "lost")  # the strategy search's records
-TILE_KINDS = ("tiles", "tile", "round", "dispatch", "program_check")  # the tile search's records
+STRATEGY_WHERE = ("placement", "lost")  # where a task of the strategy search ran on Ray, and a task lost
+TILE_WHERE = ("tile_placement", "tile_lost")  # the same of the tile search
+STRATEGY_KINDS = ("strategies", "strategy", "per_line", *STRATEGY_WHERE)  # the strategy search's records
+TILE_KINDS = ("tiles", "tile", "round", "dispatch", "program_check", *TILE_WHERE)  # the tile search's records
 SCHEMA = 1
 STATUSES = ("faster", "not faster", "compile failed", "wrong outputs", "not run")
 MAX_FILE_BYTES = 64_000_000
@@ -276,7 +281,7 @@ LOST_FIELDS = {"what": TEXT, "names": TEXTS, "reason": TEXT, "retried": FLAG}
 # Every kind's fields (a ``strategy`` record is checked as a ``strategies.json`` entry, or is a removal)
 FIELDS: dict[str, dict[str, Field]] = {
     "strategies": {"base_flags": TEXTS}, "strategy": {"name": TEXT}, "per_line": PER_LINE_FIELDS,
-    "placement": PLACEMENT_FIELDS, "lost": LOST_FIELDS, "tiles": {},
+    "placement": PLACEMENT_FIELDS, "lost": LOST_FIELDS, "tiles": {}, "tile_placement": PLACEMENT_FIELDS, "tile_lost": LOST_FIELDS,
     "tile": TILE_FIELDS, "round": ROUND_FIELDS, "dispatch": DISPATCH_FIELDS, "program_check": {"check": OBJECT},
 }
 

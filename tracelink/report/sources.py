@@ -31,6 +31,7 @@ SYSTEM_ROOTS = (Path("/dev"), Path("/proc"), Path("/sys"))
 NO_SOURCES = "sources not embedded (--no-sources)"
 # How the report lists the compiler's dumps of the program when they are not embedded.
 EXECUTABLE_DUMPS = "artifacts/executables/*.mlir (executable sources dumped by iree-compile)"
+SIGNED_KEYS = ("allowed_roots", "source_map", "embed_sources")  # profile.json's keys that its sources_signature signs
 
 
 @dataclass
@@ -150,7 +151,7 @@ def dump_path(artifacts: Path, recorded: str) -> Path | None:
 
 def recorded_policy(summary: dict) -> SourcePolicy | None:
     """The policy a profile recorded (:meth:`SourcePolicy.record`) when this user's key signed it, else None."""
-    payload = {key: summary.get(key) for key in ("allowed_roots", "source_map", "embed_sources")}
+    payload = {key: summary.get(key) for key in SIGNED_KEYS}
     if not signed_by_this_user(payload, summary.get("sources_signature")):
         return None
     roots = tuple(Path(str(root)) for root in payload["allowed_roots"] or [])

@@ -22,6 +22,7 @@ from tracelink.tune.config import TuneConfig
 from tracelink.tune.program_check import (baselines_alone, best_baseline, build_baselines, check_in_program,
                                           compare_with_flags, validate_in_program)
 from tracelink.tune.progress import ProgressBar
+from tracelink.tune.remote import RayWork
 from tracelink.tune.space import TileSpace
 from tracelink.tune.spec import Choice, Tuning, check_applied, signature, write_tuning
 from tracelink.tune.targets import Outcome, Target, select_targets
@@ -51,9 +52,10 @@ def shared_choices(choices: list[Choice], tunable: list[Target]) -> list[Choice]
 
 
 def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool,
-                 spec_path: Path | None, console: Console,
-                 budget: Budget = Budget()) -> tuple[list[Outcome], Tuning | None, dict | None]:
-    """Tune the profile's hottest tunable dispatches (no search round starts after ``budget``'s deadline).
+                 spec_path: Path | None, console: Console, budget: Budget = Budget(),
+                 work: RayWork | None = None) -> tuple[list[Outcome], Tuning | None, dict | None]:
+    """Tune the profile's hottest tunable dispatches (no search round starts after ``budget``'s deadline;
+    with ``work``, their candidates are built and timed on Ray, the checks inside the program made here).
 
     Returns the outcomes, the tuning handed over (None: no gain) and the in-program check (None: not run;
     when no config was kept, the flag baselines alone, see :func:`baselines_alone`), each dispatch's
@@ -61,7 +63,7 @@ def tune_profile(profile: Profile, config: TuneConfig, dispatch_name: str | None
     targets, tunable = announce_targets(profile, config, dispatch_name, console)
     workdir = profile.directory / files.TUNE
     log = TrialLog(profile.directory, resume)
-    outcomes = search_tiles(targets, config, workdir, log, console, budget)
+    outcomes = search_tiles(targets, config, workdir, log, console, budget, work)
     try:
         with ProgressBar(console) as bar:
             outcomes, tuning, check = select_tuning(profile, outcomes, tunable, config, workdir, spec_path, bar.report)

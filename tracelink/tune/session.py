@@ -72,8 +72,9 @@ class Session:
 def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
                  console: Console, profile_build: ProfileBuild | None, work: RayWork | None = None) -> Session:
     """Search strategies (unless one dispatch was named or the search is off), then tiles; with ``work``
-    the strategy search's builds and races run on Ray. Then the anchor race against the framework's
-    reference (``[select] reference_rounds``; 0 or 1: not raced)."""
+    the strategy search's builds and races and the tile search's candidate builds and timings run on
+    Ray. Then the anchor race against the framework's reference (``[select] reference_rounds``; 0 or 1:
+    not raced)."""
     session = search(profile, config, dispatch_name, resume, spec_path, console, profile_build, work)
     if config.select.reference_rounds >= 2:
         session.anchor = anchor_against_reference(profile, session, config, profile_build, console)
@@ -102,7 +103,7 @@ def search(profile: Profile, config: TuneConfig, dispatch_name: str | None, resu
         return session
     try:
         session.outcomes, session.tuning, session.check = tune_profile(
-            target, config, dispatch_name, resume, spec_path, console, budget)
+            target, config, dispatch_name, resume, spec_path, console, budget, work)
     except TracelinkError as error:
         if strategies is None or strategies.winner is None:
             raise

@@ -44,7 +44,7 @@ import numpy as np
 from rich.console import Console
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.profile_dir.tune_record import STRATEGY_KINDS, RecordLog, resumed_strategies, strategies_document
+from tracelink.profile_dir.tune_record import STRATEGY_KINDS, STRATEGY_WHERE, RecordLog, resumed_strategies, strategies_document
 from tracelink.atomic import make_directory
 from tracelink.profile_dir.profile import Profile
 from tracelink.tune.compose import PER_OP_LAYOUT, compose, composition_plans, input_program, source_lines
@@ -98,7 +98,7 @@ class StrategySearch:
         # on Ray: builds and races run as its tasks, and an earlier session's recorded races are not run again
         self.work, self.built = work, {}
         if work is not None:
-            work.log = self.log
+            work.record_to(self.log, STRATEGY_WHERE)
         self.raced = {(r["stage"], frozenset(r["names"])) for r in self.log.of_kind("placement") if r["what"] == "race"}
         roots = set(profile.call_sites["root_op"].dropna()) if "root_op" in profile.call_sites else set()
         found = rewrites_found(profile.artifacts / "phases")  # a rewrite is searched where it has ops to rewrite

@@ -23,7 +23,9 @@ from tracelink.tune.config import TuneConfig
 from tracelink.tune.dispatch import config_fields
 from tracelink.tune.measure import Measurer, Timing, Trial, make_pool
 from tracelink.tune.model import History, history_path
+from tracelink.profile_dir.tune_record import TILE_WHERE
 from tracelink.tune.progress import ProgressBar
+from tracelink.tune.remote import RayWork
 from tracelink.tune.schedule import TaskProgress, expected_gain, next_task, task_is_new
 from tracelink.tune.space import TileSpace
 from tracelink.tune.targets import Outcome, Target, one_line
@@ -124,7 +126,7 @@ def run_schedule(tasks: list[Task], budget: Budget, batch_size: int, log: TrialL
 class Setup:
     """What the searches of one `tune` share: the configuration, where candidates are built (the
     directory, the compile pool), the console, the progress bar's ``report``, the cost model's history
-    of earlier dispatches and the record log."""
+    of earlier dispatches, the record log and, on Ray, the work there (None: in this process)."""
 
     config: TuneConfig
     workdir: Path
@@ -133,6 +135,7 @@ class Setup:
     report: Report
     history: History | None
     log: TrialLog
+    work: RayWork | None = None
 
 
 def start_task(target: Target, setup: Setup) -> Task:
@@ -143,7 +146,7 @@ def start_task(target: Target, setup: Setup) -> Task:
     space = TileSpace(dispatch, config.space)
     outcome.space_size = len(space)
     setup.console.print(f"[bold]{escape(dispatch.export)}[/] ({target.share:.1%} of dispatch time): {escape(space.describe())}")
-    measurer = Measurer(dispatch, setup.workdir / dispatch.export, config.measure, setup.pool)
+    measurer = Measurer(dispatch, setup.workdir / dispatch.export, config.measure, setup.pool, setup.work)
     default = measurer.measure_default(setup.report)
     outcome.default_ms = default.runtime_ms
     if not (earlier["tuner"] == "default").any():
@@ -230,7 +233,7 @@ def _earlier_good(earlier: pd.DataFrame, measurer: Measurer, seen: set[str]) -> 
 def _confirm(outcome: Outcome, measurer: Measurer, default: Trial, best: list[Trial], config: TuneConfig,
              report: Report) -> None:
     """Re-time the default and the best candidates interleaved; keep the best significant gain."""
-    timings = measurer.retime([default.vmfb] + [t.vmfb for t in best], config.select.confirm_rounds, report=report)
+    timings = measurer.retime([default, *best], config.select.confirm_rounds, report=report)
     base = timings[0]
     outcome.default_ms = base.median * 1e3
     ranked = []
@@ -248,16 +251,20 @@ def _confirm(outcome: Outcome, measurer: Measurer, default: Trial, best: list[Tr
 
 
 def search_tiles(targets: list[Target], config: TuneConfig, workdir: Path, log: TrialLog, console: Console,
-                 budget: Budget) -> list[Outcome]:
+                 budget: Budget, work: RayWork | None = None) -> list[Outcome]:
     """Search every target's tile configs in the loop (``config.search.n_trial`` trials per target on
-    average, scheduled by expected gain, within ``budget``'s deadline) and confirm each one's best."""
+    average, scheduled by expected gain, within ``budget``'s deadline) and confirm each one's best; with
+    ``work``, the candidates are built and timed on Ray (where each ran in the log's tile records)."""
     history = None
     if config.search.tuner == "xgb" and config.search.transfer:
         history = History(history_path(config.measure.device, config.measure.clock))
     pool = make_pool(config.measure.jobs)
     try:
         with ProgressBar(console, "tile configs: trials") as bar:
-            setup = Setup(config, workdir, pool, console, bar.report, history, log)
+            if work is not None:
+                work.record_to(log.log, TILE_WHERE)
+                work.status = bar.status
+            setup = Setup(config, workdir, pool, console, bar.report, history, log, work)
             started = [begin(target, setup) for target in targets]
             tasks = [task for task in started if isinstance(task, Task)]
             bar.done()

@@ -227,8 +227,8 @@ def export_model(model: PythonModel, artifacts: Path, decompose: tuple[str, ...]
 
             framework = "jax"
             arrays = {"main": export_jax(model.target, model.args, artifacts / EXPORTED_NAME, model.origin)}
-    functions = {name: save_inputs(arrays[name], artifacts / "inputs" / name) for name in model.entries}
-    inputs = [] if model.entries else save_inputs(arrays["main"], artifacts / "inputs")
+    functions = {name: save_inputs(arrays[name], artifacts / files.INPUTS / name) for name in model.entries}
+    inputs = [] if model.entries else save_inputs(arrays["main"], artifacts / files.INPUTS)
     from importlib import metadata  # here, not at start-up (before every compile)
 
     return ExportedModel(
