@@ -66,3 +66,23 @@ def test_a_failure_s_cause_leaves_out_what_differs_between_models():
     second = zoo.cause("/tmp/b/model.py:make: IREE cannot lower aten.cummax (torch.operator), from /y/modeling_b.py:90; "
                        "torch has no decomposition of it (log: /tmp/b/compile.log)")
     assert first == second == "IREE cannot lower aten.cummax (torch.operator), from <line>; torch has no decomposition of it"
+
+
+def test_a_shrunk_config_keeps_one_layer_of_each_kind_and_its_widths_consistent():
+    import zoo_models
+
+    kinds = ["linear_attention"] * 3 + ["full_attention"]
+    fields = zoo_models.shrink({"num_hidden_layers": 8, "layer_types": kinds * 2, "per_layer_config": {3: "a", 7: "b"},
+                                "hidden_size": 3584, "num_attention_heads": 28, "intermediate_size": 18944,
+                                "rope_parameters": {"mrope_section": [16, 24, 24]}, "full_attention_layer": 7})
+    assert fields["layer_types"] == ["linear_attention", "full_attention"] and fields["num_hidden_layers"] == 2
+    assert fields["per_layer_config"] == {1: "a"} and fields["full_attention_layer"] == 1
+    # every width divided by one power of two that divides them all: a head's size and the rotary sections still add up
+    hidden, sections = fields["hidden_size"], fields["rope_parameters"]["mrope_section"]
+    assert hidden % 28 == 0 and sum(sections) * 2 == hidden // 28 and 3584 // hidden == 18944 // fields["intermediate_size"]
+
+
+def test_a_model_the_sweep_cannot_try_here_is_counted_apart():
+    rows = [zoo.Row("a", exported=True, profiled=True), zoo.Row("b", not_tried="needs timm")]
+    printed = zoo.table(rows, 1.0)
+    assert "architectures tried      1  (1 more not tried" in printed and "not tried: 1" in printed and "needs timm" in printed

@@ -8,6 +8,7 @@ The table at the end counts what was tried, exported by torch and profiled by tr
 failures by cause, each with its one-line reason.
 
     .venv/bin/python tests/bench/zoo.py --out out/zoo [--only bert,vit] [--limit 120] [--jobs 1]
+    .venv/bin/python tests/bench/zoo.py --out out/zoo_build --stage build   # the build alone: config, model, eager inputs
     .venv/bin/python tests/bench/zoo.py --out out/zoo --ray [--jobs 2]       # as Ray tasks on a local runtime
     .venv/bin/python tests/bench/zoo.py --out out/zoo --ray-address HOST:PORT  # on a cluster
 
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -57,8 +59,10 @@ class Row:
     model_class: str = ""
     exported: bool = False  # torch.export (tracelink's own export, strict then non-strict) succeeded
     profiled: bool = False  # `tracelink profile` of the model file wrote a profile
-    failed_stage: str = ""  # build (config, model or an eager call), export, or profile; '' when profiled
+    failed_stage: str = ""  # build (config, model or an eager call), export, or profile; '' when it got through last_stage
     reason: str = ""  # the failure's one line
+    not_tried: str = ""  # why the sweep cannot try the model here (a library it needs is not installed); not counted as tried
+    last_stage: str = "profile"  # the last stage the sweep ran (--stage): a row of an earlier one is swept again for a later
     model_lines: int = 0  # rows of the profile's source lines in the model's own modeling_*.py
     hottest_line: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
@@ -76,20 +80,26 @@ class Limits:
     tracelink_src: str = ""
 
 
-def sweep_one(architecture: str, directory: Path, limits: Limits = Limits()) -> Row:
-    """Build ``architecture`` small, ``torch.export`` it and profile its model file, in one subprocess under ``limits``."""
+def sweep_one(architecture: str, directory: Path, limits: Limits = Limits(), last_stage: str = "profile") -> Row:
+    """Build ``architecture`` small, ``torch.export`` it and profile its model file, in one subprocess under ``limits``;
+    the stages up to ``last_stage`` only."""
     from zoo_models import architectures
 
     directory.mkdir(parents=True, exist_ok=True)
-    row = Row(architecture, architectures().get(architecture, ""))
+    row = Row(architecture, architectures().get(architecture, ""), last_stage=last_stage)
     started = time.perf_counter()
-    outcome = limited([sys.executable, str(Path(__file__).resolve()), "--one", architecture, str(directory)], directory / "sweep.log", limits)
+    outcome = limited([sys.executable, str(Path(__file__).resolve()), "--one", architecture, str(directory), "--stage", last_stage],
+                      directory / "sweep.log", limits)
     row.seconds["total"] = round(time.perf_counter() - started, 2)
     progress = read_json(directory / PROGRESS)
     row.seconds.update(progress.get("seconds", {}))
     row.exported = bool(progress.get("exported"))
     profile = directory / "profile"
-    if not outcome and (profile / "profile.json").is_file():
+    if not outcome and progress.get("not_tried"):
+        row.not_tried = progress["not_tried"]
+    elif not outcome and last_stage != "profile":
+        pass  # it got through the stages it was asked for
+    elif not outcome and (profile / "profile.json").is_file():
         row.profiled, row.profile_dir = True, str(profile)
         row.model_lines, row.hottest_line = model_lines(profile)
     else:
@@ -161,34 +171,43 @@ def read_json(path: Path) -> dict:
         return {}
 
 
-def run_one(architecture: str, directory: Path) -> int:
+def run_one(architecture: str, directory: Path, last_stage: str = "profile") -> int:
     """A model's subprocess: build it small and write its model file, ``torch.export`` it as tracelink does
     (the file loaded by :func:`tracelink.compile.frontends.load_entry`, as `tracelink profile` loads it),
-    then run `tracelink profile` on the file. :data:`PROGRESS` says how far it got, rewritten as it goes,
-    so a stage its limits kill is still named; the exit status is the profile's."""
+    then run `tracelink profile` on the file, up to ``last_stage``. :data:`PROGRESS` says how far it got,
+    rewritten as it goes, so a stage its limits kill is still named; the exit status is the last stage's."""
+    from zoo_models import NotTried, architectures, write_model_file
+
     progress: dict[str, Any] = {"stage": "build", "exported": False, "seconds": {}}
     record = directory / PROGRESS
     record.write_text(json.dumps(progress))
     started = time.perf_counter()
     try:
-        from zoo_models import architectures, write_model_file
-
         path = write_model_file(architecture, architectures()[architecture], directory, first_working)
         progress.update(stage="export", seconds={"build": round(time.perf_counter() - started, 2)})
         record.write_text(json.dumps(progress))
+        if last_stage == "build":
+            return 0
         from tracelink.compile.frontends import load_entry
         from tracelink.compile.frontends.torch_export import exported_program
 
         started = time.perf_counter()
         model = load_entry(f"{path}:make")
         exported_program(model.target, model.args, model.origin)
-    except Exception as error:  # the sweep records any failure as its row's one line
+    except NotTried as why:
+        progress["not_tried"] = str(why)
+        record.write_text(json.dumps(progress))
+        return 0
+    except Exception as error:  # the sweep records any failure as its row's one line, its traceback in the log
+        traceback.print_exc()
         progress["reason"] = one_line(error)
         record.write_text(json.dumps(progress))
         return 1
     progress["seconds"]["export"] = round(time.perf_counter() - started, 2)
     progress.update(stage="profile", exported=True)
     record.write_text(json.dumps(progress))
+    if last_stage == "export":
+        return 0
     from tracelink.commands.cli import main as tracelink
 
     started = time.perf_counter()
@@ -209,8 +228,13 @@ def first_working(model: Any, candidates: Iterable[dict]) -> dict:
                 model(**inputs)
             return inputs
         except Exception as failure:  # the next layout may fit
+            print(f"inputs {shapes(inputs)} do not run: {one_line(failure)}", flush=True)
             error = failure
     raise RuntimeError(f"no input set runs eagerly: {one_line(error)}")
+
+
+def shapes(inputs: dict) -> str:
+    return ", ".join(f"{name} {list(getattr(value, 'shape', []))}" for name, value in inputs.items())
 
 
 def one_line(error: BaseException) -> str:
@@ -232,30 +256,42 @@ def cause(reason: str) -> str:
     return SOURCE_LINE.sub("<line>", text).strip()[:120]
 
 
-def table(rows: list[Row], wall_s: float) -> str:
-    """The sweep's one table: counts, then the failures grouped by stage and cause."""
+def table(rows: list[Row], wall_s: float, last_stage: str = "profile") -> str:
+    """The sweep's one table, up to ``last_stage``: counts, then the failures grouped by stage and cause, then the
+    architectures not tried and why."""
+    untried = [row for row in rows if row.not_tried]
+    rows = [row for row in rows if not row.not_tried]
     tried, exported = len(rows), sum(row.exported for row in rows)
     profiled = sum(row.profiled for row in rows)
     built = tried - sum(row.failed_stage == "build" for row in rows)
     percent = lambda part, whole: f"{100 * part / whole:.0f} %" if whole else "-"
-    out = [f"architectures tried      {tried}",
-           f"built and ran eagerly    {built}",
-           f"exported by torch        {exported}  ({percent(exported, tried)} of tried, {percent(exported, built)} of built)",
-           f"profiled by tracelink    {profiled}  ({percent(profiled, exported)} of exported)",
-           f"with modeling_*.py lines {sum(row.model_lines > 0 for row in rows)}",
-           f"wall time                {wall_s / 60:.1f} min this run; {sum(row.seconds.get('total', sum(row.seconds.values())) for row in rows) / 60:.1f} min over all rows"]
+    out = [f"architectures tried      {tried}" + (f"  ({len(untried)} more not tried: see below)" if untried else ""),
+           f"built and ran eagerly    {built}  ({percent(built, tried)} of tried)"]
+    if last_stage != "build":
+        out.append(f"exported by torch        {exported}  ({percent(exported, tried)} of tried, {percent(exported, built)} of built)")
+    if last_stage == "profile":
+        out += [f"profiled by tracelink    {profiled}  ({percent(profiled, exported)} of exported)",
+                f"with modeling_*.py lines {sum(row.model_lines > 0 for row in rows)}"]
+    out.append(f"wall time                {wall_s / 60:.1f} min this run; "
+               f"{sum(row.seconds.get('total', sum(row.seconds.values())) for row in rows + untried) / 60:.1f} min over all rows")
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
-    for row in rows:
-        if row.failed_stage:
-            groups[(row.failed_stage, cause(row.reason))].append(row)
-    for stage in STAGES:
+    for row in rows + untried:
+        if row.failed_stage or row.not_tried:
+            groups[(row.failed_stage or "not tried", cause(row.reason or row.not_tried))].append(row)
+    for stage in (*STAGES, "not tried"):
         stage_groups = sorted(((key, members) for key, members in groups.items() if key[0] == stage), key=lambda item: -len(item[1]))
         if stage_groups:
-            out.append(f"\nfailed at {stage}: {sum(len(members) for _, members in stage_groups)}")
+            heading = stage if stage == "not tried" else f"failed at {stage}"
+            out.append(f"\n{heading}: {sum(len(members) for _, members in stage_groups)}")
         for (_, why), members in stage_groups:
             out.append(f"  {len(members):3d}  {why}")
             out.append(f"       {', '.join(sorted(row.architecture for row in members))}")
     return "\n".join(out)
+
+
+def done_to(row: Row, last_stage: str) -> bool:
+    """Whether ``row`` needs no sweep up to ``last_stage``: it failed, was not tried, or got that far."""
+    return bool(row.failed_stage or row.not_tried) or STAGES.index(row.last_stage) >= STAGES.index(last_stage)
 
 
 def load_rows(path: Path) -> list[Row]:
@@ -283,15 +319,15 @@ def chosen(only: str | None, limit: int | None) -> list[str]:
 
 
 def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[str, ...] = (),
-          ray: RayOptions | None = None) -> list[Row]:
-    """Sweep ``names`` not already in ``out/results.jsonl``, ``jobs`` at a time, appending each row as it ends;
-    rows that failed at a stage of ``retry`` are dropped first and swept again; as Ray tasks on the runtime
-    ``ray`` names when given."""
+          ray: RayOptions | None = None, last_stage: str = "profile") -> list[Row]:
+    """Sweep ``names`` not already in ``out/results.jsonl`` up to ``last_stage``, ``jobs`` at a time, appending each
+    row as it ends; rows that failed at a stage of ``retry`` are dropped first and swept again, and so are rows that
+    got through an earlier last stage than this one; as Ray tasks on the runtime ``ray`` names when given."""
     results = out / RESULTS
     if retry:
         kept = [row for row in load_rows(results) if row.failed_stage not in retry]
         results.write_text("".join(json.dumps(asdict(row)) + "\n" for row in kept))
-    done = {row.architecture for row in load_rows(results)}
+    done = {row.architecture for row in load_rows(results) if done_to(row, last_stage)}
     todo = [name for name in names if name not in done]
     lock, ended = threading.Lock(), []
 
@@ -299,13 +335,14 @@ def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[s
         with lock, results.open("a") as file:
             file.write(json.dumps(asdict(row)) + "\n")
             ended.append(row.architecture)
-            verdict = "profiled" if row.profiled else f"{row.failed_stage}: {row.reason[:150]}"
+            verdict = ("profiled" if row.profiled else f"not tried: {row.not_tried}" if row.not_tried
+                       else f"{row.failed_stage}: {row.reason[:150]}" if row.failed_stage else f"through {row.last_stage}")
             print(f"[{len(ended)}/{len(todo)}] {row.architecture}: {verdict}", flush=True)
 
     print(f"{len(names)} architectures, {len(names) - len(todo)} already in {results}", flush=True)
     if ray is None:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(lambda name: record(sweep_one(name, out / name, limits)), todo))
+            list(pool.map(lambda name: record(sweep_one(name, out / name, limits, last_stage)), todo))
     elif todo:
         import zoo  # by name, not as __main__: the nodes import it from their copy of this directory
         from tracelink.pipeline.sweep import map_directories
@@ -314,7 +351,7 @@ def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[s
             row.profile_dir = str(out / row.architecture / "profile") if row.profiled else ""
             record(row)
 
-        map_directories(partial(zoo.sweep_one, limits=limits), [(name, out / name) for name in todo],
+        map_directories(partial(zoo.sweep_one, limits=limits, last_stage=last_stage), [(name, out / name) for name in todo],
                         replace(ray, working_dir=HERE), out / "ray", landed)
     return [row for row in load_rows(results) if row.architecture in set(names)]
 
@@ -331,11 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds each model may take")
     parser.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="each model's data limit (GiB, RLIMIT_DATA)")
     parser.add_argument("--retry", action="append", choices=STAGES, default=[], help="sweep again the rows that failed at this stage (repeatable)")
+    parser.add_argument("--stage", choices=STAGES, default="profile", help="the last stage to run (build: the config, model and eager inputs alone)")
     parser.add_argument("--tracelink-src", type=Path, help="run the tracelink package under this directory, not the installed one")
     parser.add_argument("--one", nargs=2, metavar=("ARCHITECTURE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        return run_one(args.one[0], Path(args.one[1]))
+        return run_one(args.one[0], Path(args.one[1]), args.stage)
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     ray = None
@@ -344,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ray = RayOptions(args.ray_address, cpus=max(1, args.jobs) if args.ray else None)
     rows = sweep(chosen(args.only, args.limit), args.out.resolve(), max(1, args.jobs), Limits(args.timeout, int(args.memory_gb * (1 << 30)),
-                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""), tuple(args.retry), ray)
-    print("\n" + table(rows, time.perf_counter() - started))
+                                                                                          str(args.tracelink_src.resolve()) if args.tracelink_src else ""), tuple(args.retry), ray, args.stage)
+    print("\n" + table(rows, time.perf_counter() - started, args.stage))
     return 0
 
 
