@@ -245,14 +245,15 @@ def one_line(error: BaseException) -> str:
 # Parts of a reason that differ between architectures failing the same way.
 PATH = re.compile(r"(/[^\s:'\"()]+)+")
 NUMBER = re.compile(r"\b\d+\b")
+ADDRESS = re.compile(r"\b0x[0-9a-f]+\b")  # an object's address in a repr
 SOURCE_LINE = re.compile(r"[\w.-]+\.py(:N)+")
 
 
 def cause(reason: str) -> str:
-    """A failure's cause for grouping: its reason without the model's path, file paths, source lines, numbers and the log's name."""
+    """A failure's cause for grouping: its reason without the model's path, file paths, source lines, numbers, addresses and the log's name."""
     text = re.sub(r"\(log: [^)]*\)", "", reason)
     text = re.sub(r"^\S*model\.py(:make)?: ", "", text)
-    text = NUMBER.sub("N", PATH.sub(lambda match: Path(match.group(0)).name, text))
+    text = NUMBER.sub("N", ADDRESS.sub("0x…", PATH.sub(lambda match: Path(match.group(0)).name, text)))
     return SOURCE_LINE.sub("<line>", text).strip()[:120]
 
 
