@@ -259,6 +259,7 @@ def _print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) 
     lines against the reference, and a repro folder for each line where it still loses by more than
     1.5x; the repros written, by line."""
     import pandas as pd
+    from rich.markup import escape
     from rich.table import Table
 
     from tracelink.aggregate.reference import LOSS_RATIO
@@ -291,7 +292,7 @@ def _print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) 
     for row in anchor.lines.head(10).itertuples():
         ratio = "IREE only" if row.only_in == "iree" else ("ref. only" if row.only_in == "reference" else
                                                            "" if pd.isna(row.after_ratio) else f"{row.after_ratio:.2g}x")
-        table.add_row(f"{Path(row.file).name}:{row.line}" if row.file else "(outside the model's lines)",
+        table.add_row(escape(f"{Path(row.file).name}:{row.line}") if row.file else "(outside the model's lines)",
                       ns(row.before_ns), ns(row.after_ns), ns(row.reference_ns), ratio + (" !" if row.after_loses else ""))
     out.print(table)
     repros = losing_line_repros(profile, anchor)
