@@ -19,6 +19,7 @@ from lxml import etree
 from tests import tracy_synth
 from tests.conftest import run_profile
 from tests.test_safety import program
+from tracelink.commands.cli import main
 from tracelink.errors import TracelinkError
 from tracelink.collect.hook_tables import read_hook_records
 from tracelink.collect.tracy import read_capture
@@ -104,6 +105,20 @@ def test_profile_directory_readers(profile_dir: Path, name: str, flips, cut) -> 
             load_profile(copy)
         except TracelinkError as error:
             assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("table", ["call_sites", "exports", "source_ops", "source_lines"])
+def test_each_column_of_a_table_renamed_is_one_error_or_read(profile_dir: Path, table: str, tmp_path: Path, capsys) -> None:
+    """A header byte flipped renames one column: the profile is refused naming the file, or every output reads it."""
+    header, rows = (profile_dir / f"{table}.csv").read_text().split("\n", 1)
+    columns = header.split(",")
+    for index, column in enumerate(columns):
+        copy = tmp_path / column
+        shutil.copytree(profile_dir, copy)
+        (copy / f"{table}.csv").write_text(",".join([*columns[:index], f"x{column}", *columns[index + 1:]]) + "\n" + rows)
+        status = main(["report", str(copy), "--json"])
+        error = capsys.readouterr().err
+        assert status == 0 or (status == 1 and f"{table}.csv" in error and error.count("\n") == 1), (column, error)
 
 
 @FUZZ

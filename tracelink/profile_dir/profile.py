@@ -24,11 +24,13 @@ from tracelink.provenance.graph import read_graph
 from tracelink.profile_dir import files
 
 # Columns every reader of a table relies on; a table without them is corrupt.
+# the columns the readers and the outputs (summary, report, --json) use; every profile of this format has them
 REQUIRED_COLUMNS = {
-    "call_sites": ("call_site", "export", "count", "total_ns", "mean_ns", "share"),
+    "call_sites": ("call_site", "export", "root_op", "count", "total_ns", "mean_ns", "median_ns", "p90_ns", "share", "noisy"),
     "exports": ("export", "count", "total_ns", "mean_ns", "share"),
-    "source_ops": ("op", "label", "file", "line", "total_ns", "mean_ns", "share"),
-    "source_lines": ("file", "line", "total_ns", "mean_ns", "share"),
+    "source_ops": ("op", "label", "name", "file", "line", "op_names", "total_ns", "mean_ns", "share"),
+    "source_lines": ("file", "line", "library", "total_ns", "mean_ns", "share", "user_self_ns", "user_self_share", "inclusive_share",
+                     "ops", "call_site_ids", "gflops_s", "gbytes_s", "next_step"),
 }
 TEXT_COLUMNS = ("root_ops", "producer_ops", "source_lines", "root_of", "producer_in", "lines", "ops", "call_site_ids")
 NUMERIC_COLUMNS = ("call_site", "line", "col", "count", "share", "workgroup_count")
