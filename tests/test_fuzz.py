@@ -107,7 +107,7 @@ def test_profile_directory_readers(profile_dir: Path, name: str, flips, cut) -> 
             assert "\n" not in str(error)
 
 
-@pytest.mark.parametrize("table", ["call_sites", "exports", "source_ops", "source_lines"])
+@pytest.mark.parametrize("table", ["call_sites", "exports", "source_ops", "source_lines", "memory_lines", "memory_components"])
 def test_each_column_of_a_table_renamed_is_one_error_or_read(profile_dir: Path, table: str, tmp_path: Path, capsys) -> None:
     """A header byte flipped renames one column: the profile is refused naming the file, or every output reads it."""
     header, rows = (profile_dir / f"{table}.csv").read_text().split("\n", 1)

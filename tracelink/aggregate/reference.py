@@ -23,6 +23,7 @@ from tracelink.compile.frames import LIBRARY_FRAMES, user_frame
 
 LOSS_RATIO = 1.5  # a line where IREE takes more than this times the reference's time is marked
 LINE_COLUMNS = ["file", "line", "iree_ns", "reference_ns", "ratio", "only_in", "iree_loses", "reference"]
+COMPONENT_COLUMNS = ["component", "self_ns", "inclusive_ns", "reference"]
 
 
 def reference_record(result: ReferenceResult) -> dict:
@@ -99,4 +100,4 @@ def reference_components(result: ReferenceResult, record: dict) -> pd.DataFrame 
     ops = pd.DataFrame({"name": samples["component"].where(samples["component"] == "", samples["component"] + "/") + "op",
                         "total_ns": samples["self_ns"] * scale_to_call(samples["self_ns"], record["ns_per_call"])})
     table = component_table(ops)
-    return table[["component", "self_ns", "inclusive_ns"]].assign(reference=result.name)
+    return table[COMPONENT_COLUMNS[:-1]].assign(reference=result.name)[COMPONENT_COLUMNS]

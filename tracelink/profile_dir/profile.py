@@ -13,7 +13,7 @@ import pandas as pd
 from pyarrow import ArrowException
 
 from tracelink.errors import TracelinkError, first_line
-from tracelink.aggregate import attribution, op_line_shares, set_roofs
+from tracelink.aggregate import attribution, memory, op_line_shares, reference, set_roofs
 from tracelink.aggregate.shown import Shown, shown_tables
 from tracelink.profile_dir.tune_record import Strategies, read_strategies
 from tracelink.atomic import write_atomic, write_text_atomic
@@ -31,6 +31,8 @@ REQUIRED_COLUMNS = {
     "source_ops": ("op", "label", "name", "file", "line", "op_names", "total_ns", "mean_ns", "share"),
     "source_lines": ("file", "line", "library", "total_ns", "mean_ns", "share", "user_self_ns", "user_self_share", "inclusive_share",
                      "ops", "call_site_ids", "gflops_s", "gbytes_s", "next_step"),
+    "memory_lines": tuple(memory.LINE_COLUMNS), "memory_components": tuple(memory.COMPONENT_COLUMNS),
+    "reference_lines": tuple(reference.LINE_COLUMNS), "reference_components": tuple(reference.COMPONENT_COLUMNS),
 }
 TEXT_COLUMNS = ("root_ops", "producer_ops", "source_lines", "root_of", "producer_in", "lines", "ops", "call_site_ids")
 NUMERIC_COLUMNS = ("call_site", "line", "col", "count", "share", "workgroup_count")
@@ -134,7 +136,7 @@ def load_profile(directory: Path) -> Profile:
         shown=shown_tables(tables["call_sites"], tables["source_lines"], tables["source_ops"], summary, strategies),
         **tables,
         **{name: read_frame(directory / files.parquet(name)) for name in files.OPTIONAL_FRAMES if (directory / files.parquet(name)).exists()},
-        **{name: read_table(directory / files.csv(name)) for name in OPTIONAL_TABLES if (directory / files.csv(name)).exists()},
+        **{name: read_table(directory / files.csv(name), REQUIRED_COLUMNS[name]) for name in OPTIONAL_TABLES if (directory / files.csv(name)).exists()},
     )
 
 
