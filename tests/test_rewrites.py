@@ -4,7 +4,8 @@ form IREE's importers produce, strided and dilated), keeps the user's locations 
 and lets IREE's im2col reach the convolutions (the global-optimization phase dump shows their matmuls);
 tests/test_tune_reference.py tunes a PyTorch audio front end with it.
 patches-as-matmul: a patch embedding becomes a matmul at its line, computing what it computed, and a
-convolution that does not tile its input is left alone."""
+convolution that does not tile its input is left alone. grouped-conv-as-matmul: both grouped forms
+(strided and dilated) become a batch matmul at their lines, computing what they computed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key,
 
 PROGRAM = REPO / "tests" / "data" / "conv1d.mlir"
 PATCHES = REPO / "tests" / "data" / "patch_embedding.mlir"
+GROUPED = REPO / "tests" / "data" / "grouped_conv.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
 # the 1-D convolutions' lines in PROGRAM, with the 2-D op each becomes and its strides and dilations
 CONVOLUTIONS = {12: ("linalg.conv_2d_nchw_fchw", [1, 2], [1, 1]), 17: ("linalg.conv_2d_nhwc_hwcf", [1, 1], [1, 1]),
@@ -112,7 +114,7 @@ def test_im2col_reaches_the_rewritten_convolutions_only(rewritten):
 
 
 def test_a_rewrite_is_searched_where_the_profiled_program_has_its_op(rewritten, tmp_path):
-    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (PATCHES, {"patches-as-matmul"}),
+    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (PATCHES, {"patches-as-matmul"}), (GROUPED, {"grouped-conv-as-matmul"}),
                            (REPO / "tests" / "data" / "two_convs.mlir", set())):
         phases = tmp_path / program.stem
         compile_variant(program, FLAGS, [f"--dump-compilation-phases-to={phases}"], tmp_path / f"{program.stem}_build",
@@ -182,3 +184,17 @@ def test_only_convolutions_that_tile_their_input_with_patches_are_patch_embeddin
     assert not convolution(30, 4, 4)  # the last patch would be cut off
     assert not convolution(32, 1, 1)  # pointwise
     assert not convolution(32, 4, 2)  # overlapping windows
+
+
+def test_grouped_convolutions_become_batch_matmuls_computing_what_they_computed(tmp_path):
+    source = input_program(GROUPED, FLAGS, tmp_path / "input", 300.0)
+    [done] = rewrite_program(source, ("grouped-conv-as-matmul",), tmp_path / "rewritten" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (2, 2)
+    by_line = linalg_by_line(done.program, GROUPED.name)
+    made = ["linalg.generic", "linalg.transpose", "linalg.transpose", "linalg.batch_matmul", "linalg.transpose"]
+    assert [op.name for op in by_line[7] if op.name.startswith("linalg.") and op.name != "linalg.yield"] == made
+    # the fgchw filter is transposed to gfchw first
+    assert [op.name for op in by_line[14] if op.name.startswith("linalg.") and op.name != "linalg.yield"] == ["linalg.transpose", *made]
+    inputs = random_inputs(tmp_path, [(1, 4, 3, 1, 40), (4, 3, 3, 1, 8), (5, 4, 3, 3, 3)], 7)
+    for flags in ([], ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"]):
+        assert same_results(GROUPED, done.program, flags, inputs, tmp_path / str(len(flags))).shape == (1, 4, 5, 1, 9)

@@ -15,6 +15,13 @@ view), so it is not among these.
 whose windows tile the input, as a ViT's) becomes the matmul it is: the input reshaped and transposed
 into one row per patch (N·Ho·Wo × C·Kh·Kw), times the flattened, transposed filter, the result
 transposed back to NCHW, so data tiling and ukernels take it as any matmul.
+
+**grouped-conv-as-matmul**: a grouped 2-D convolution (``linalg.conv_2d_ngchw_gfchw`` or ``_fgchw``: what
+PyTorch's ``groups > 1`` convolutions, 1-D ones on a width-1 view included, reach IREE's input level as)
+becomes a batch matmul, one batch per group: its windows copied out (a ``linalg.generic`` reading the
+input at ``ho·s + kh·d``, one row per output position: G × N·Ho·Wo × C·Kh·Kw), times the group's
+flattened, transposed filter, transposed back to NGFHW. IREE's im2col pass and conv data tiling leave
+grouped convolutions to a direct loop nest, as they do 1-D ones.
 """
 
 from __future__ import annotations
@@ -148,10 +155,49 @@ def patches_as_matmul(op: ir.Operation) -> bool:
     return True
 
 
+# a grouped convolution's filter layout: the permutation that makes it G × F × C × Kh × Kw
+GROUPED_FILTERS = {"linalg.conv_2d_ngchw_gfchw": [0, 1, 2, 3, 4], "linalg.conv_2d_ngchw_fgchw": [1, 0, 2, 3, 4]}
+
+
+def is_grouped_convolution(op: ir.Operation) -> bool:
+    """A grouped 2-D convolution with static shapes."""
+    return (op.name in GROUPED_FILTERS and len(op.operands) == 3
+            and all(ir.RankedTensorType(value.type).has_static_shape for value in op.operands))
+
+
+def grouped_as_batch_matmul(op: ir.Operation) -> bool:
+    """Replace the grouped convolution ``op`` by a batch matmul over its groups of its windows (copied out
+    by a ``linalg.generic``) and its filter (every op made at its location)."""
+    source, filters, init = op.operands
+    n, g, c, _, _ = ir.RankedTensorType(source.type).shape
+    _, _, f, ho, wo = ir.RankedTensorType(init.type).shape
+    (sh, sw), (dh, dw) = ints(op, "strides"), ints(op, "dilations")
+    with op.location, ir.InsertionPoint(op):
+        grouped_filters = transposed(filters, GROUPED_FILTERS[op.name]) if op.name != "linalg.conv_2d_ngchw_gfchw" else filters
+        kh, kw = ir.RankedTensorType(grouped_filters.type).shape[3:]
+        d = [ir.AffineExpr.get_dim(i) for i in range(7)]  # g, n, ho, wo, c, kh, kw
+        window_of = ir.AffineMap.get(7, 0, [d[1], d[0], d[4], d[2] * sh + d[5] * dh, d[3] * sw + d[6] * dw])
+        empty = tensor.empty([g, n, ho, wo, c, kh, kw], ir.RankedTensorType(source.type).element_type)
+
+        @linalg.generic([source], [empty], [window_of, ir.AffineMap.get_identity(7)], [linalg.IteratorType.parallel] * 7)
+        def windows(value: ir.Value, _: ir.Value) -> ir.Value:
+            return value
+
+        patches = regrouped(windows, [g, n * ho * wo, c * kh * kw], [[0], [1, 2, 3], [4, 5, 6]])
+        weights = transposed(regrouped(grouped_filters, [g, f, c * kh * kw], [[0], [1], [2, 3, 4]]), [0, 2, 1])
+        rows = regrouped(transposed(init, [1, 0, 3, 4, 2]), [g, n * ho * wo, f], [[0], [1, 2, 3], [4]])
+        product = linalg.batch_matmul(patches, weights, outs=[rows])
+        result = transposed(regrouped(product, [g, n, ho, wo, f], [[0], [1, 2, 3], [4]]), [1, 0, 4, 2, 3])
+        op.results[0].replace_all_uses_with(result)
+    op.erase()
+    return True
+
+
 CONV1D_AS_CONV2D = Rewrite("conv1d-as-conv2d", as_conv2d, is_conv1d)
 PATCHES_AS_MATMUL = Rewrite("patches-as-matmul", patches_as_matmul, is_patch_embedding)
+GROUPED_CONV_AS_MATMUL = Rewrite("grouped-conv-as-matmul", grouped_as_batch_matmul, is_grouped_convolution)
 # the rewrites a strategy's Option names
-PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL)}
+PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL, GROUPED_CONV_AS_MATMUL)}
 
 
 def rewrite_program(source: Path, names: tuple[str, ...], output: Path, inside: Path) -> list[Composition]:

@@ -5,8 +5,8 @@ The space (:data:`OPTIONS`, each flag verified by compiling with IREE 3.13.0): c
 im2col + matmul, channels-last convolution layout, data tiling, ukernels, data tiling extended to
 convolutions, transpose propagation through convolutions, attention decomposed into matmuls and a
 softmax (only where the program has attention), and rewrites of the program itself where it has their
-ops (:mod:`tracelink.tune.rewrites`: 1-D convolutions as 2-D ones, patch embeddings as matmuls). Each
-candidate is
+ops (:mod:`tracelink.tune.rewrites`: 1-D convolutions as 2-D ones, patch embeddings and grouped
+convolutions as matmuls). Each candidate is
 
 1. compiled (the profiled build's flags, without its dumps, plus the candidate's; a candidate with a
    rewrite compiles the rewritten program, which is what it hands over);

@@ -61,6 +61,11 @@ OPTIONS: tuple[Option, ...] = (
     # options are, rather than having to survive the first race alone. Searched only where the program
     # has one.
     Option("patches-as-matmul", rewrites=("patches-as-matmul",), role="lowering"),
+    # a grouped convolution (Wav2Vec2's positional one, a ResNeXt block's) as a batch matmul of its
+    # windows, one batch per group: IREE's im2col and conv data tiling leave grouped convolutions to a
+    # direct loop nest. One op or a few of a model, so combined as patches-as-matmul is; searched only
+    # where the program has one.
+    Option("grouped-conv-as-matmul", rewrites=("grouped-conv-as-matmul",), role="lowering"),
 )
 # Options that act on one kind of op only: searched where a dispatch of the profile has that root op.
 ROOT_OP_OF = {"decompose-attention": "iree_linalg_ext.attention"}
