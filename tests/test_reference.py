@@ -188,6 +188,24 @@ def test_jax_jit_per_line(tmp_path):
     assert theirs.set_index("line")["reference_ns"][24] > theirs.set_index("line")["reference_ns"][25]
 
 
+def convolved(x, w):
+    features = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return jnp.tanh(features)
+
+
+def test_jax_convolutions_land_on_their_lines(tmp_path):
+    """XLA's convolution thunks carry their op's source line, as its dots do (a Flax CNN's Conv layers)."""
+    from tracelink.collect.reference.jax_jit import JaxRunner
+
+    runner = JaxRunner(convolved, (jnp.ones((2, 32, 32, 16)), jnp.ones((3, 3, 16, 32)) * 0.01), tmp_path / "xla")
+    runner.call()
+    samples, _ = runner.profile(3)
+    line = convolved.__code__.co_firstlineno + 1
+    timed = samples.groupby("stack")["self_ns"].sum()
+    assert timed.idxmax() == f"{Path(__file__).resolve()}:{line}", timed
+    assert set(samples.loc[samples["stack"].str.endswith(f":{line}"), "op"]) == {"conv_general_dilated"}
+
+
 def scanned_layers(weights, x):
     def layer(h, w):
         return jnp.tanh(h @ w), None
