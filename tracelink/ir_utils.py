@@ -21,8 +21,8 @@ class MissingDialectModules(MetaPathFinder):
     """Remembers the dialect modules the MLIR bindings looked for in vain.
 
     For each op of a dialect without a Python module (``torch``, ``torch_c``, ...) the bindings try to
-    import ``iree.compiler.dialects.<dialect>`` again, as they remember only the imports that succeed:
-    10 µs an op, 0.04 s of the 0.05 s that walking a 4,000-op torch program took. Asked last, once every
+    import ``iree.compiler.dialects.<dialect>`` again, as they remember only the imports that succeed,
+    which was most of the time of walking a torch program (docs/reference/numbers.md). Asked last, once every
     other finder has found nothing, this one marks the name missing (``None`` in ``sys.modules``), which
     ends the next import of it at once with the same ``ModuleNotFoundError``.
     """

@@ -4,10 +4,9 @@ A call's wall time is the period between the first dispatches of consecutive cal
 loop calls the function back to back, so the period holds everything one call costs: entering it,
 allocating, recording and submitting its work, the dispatches, waiting for them, returning). The
 mean over the timed calls is ``wall_ns_per_call``; the warm-up call is not among them. The mean, not
-the median, as ``iree-benchmark-module`` reports it: the periods are bimodal on local-task (a
-matmul pair here: half the calls 1.8 ms, the others 2-4 ms longer, the benchmark thread woken late
-after the workers finish), and what a loop of calls costs is their mean; the median read 0.6x the
-benchmark tool's time. The split below is averaged over the same calls, so it adds up to the wall
+the median, as ``iree-benchmark-module`` reports it: the periods are bimodal on local-task (some
+calls wait for the benchmark thread to be woken after the workers finish), and what a loop of calls
+costs is their mean (docs/reference/numbers.md). The split below is averaged over the same calls, so it adds up to the wall
 time. Inside a call, the dispatches' *busy* time is the union of their intervals (on ``local-task`` independent
 dispatches may overlap, so their summed durations can exceed it); the rest splits into the gaps
 *between* the first dispatch's start and the last one's end (the runtime's scheduling, barriers and

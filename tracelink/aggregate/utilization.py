@@ -48,9 +48,8 @@ NEXT_STEPS = {
 NOT_MEASURED = "no compiler strategy measured on it yet: `tracelink tune PROFILE` measures which help"
 LOWER_BOUND_STEP = "no verdict: its FLOPs and bytes are lower bounds (a dynamic size the run did not fix counted as 1)"
 # Below this share of both peaks a dispatch is far from both roofs, and no dispatch below it of the
-# compute peak is compute-bound. 10 %: a default NCHW convolution with a random filter ran at 7 % of the
-# compute peak here and the matmul img2col makes of it at 32 %; a real-weight SqueezeNet's convolutions
-# read 0.1-2 %; a dispatch an order of magnitude below a roof is not bound by it.
+# compute peak is compute-bound: a dispatch an order of magnitude below a roof is not bound by it
+# (docs/reference/numbers.md).
 FAR_FROM_ROOFS = 0.10
 UTILIZATION_COLUMNS = [
     "flops", "bytes", "lower_bound", "intensity", "gflops_s", "gbytes_s", "flops_peak_share", "bandwidth_peak_share", "verdict", "next_step",

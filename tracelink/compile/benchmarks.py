@@ -4,8 +4,8 @@ A benchmark dump (``<module>_<executable>_<variant>_benchmark.mlir``) is the con
 a wrapper function that dispatches it: a program of its own, which the tuner recompiles with other tile
 configurations and ``repro`` hands over. `tracelink profile` does not ask the compiler for them: with
 the debug locations every other dump needs, each wrapper op carries the fused locations of all of the
-executable's call sites, so a 30-layer BERT's 16 benchmark dumps took 35 MB (97 % of its executable
-dumps) and 0.15-0.3 s of its 4 s compile. They are written later from the profile's own
+executable's call sites, so they were most of a big model's executable dumps and a noticeable part of
+its compile (docs/reference/numbers.md). They are written later from the profile's own
 ``executable-sources`` phase dump, compiled on to ``executable-configurations`` with the profile's
 compile options (the phase where IREE configures executables and dumps benchmarks): a fraction of a
 second, and the same programs as the full compile dumps, locations aside

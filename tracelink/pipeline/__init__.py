@@ -3,7 +3,7 @@
 The compiler runs while the input program is parsed and the provenance graph is built from each dump
 once written (:mod:`tracelink.pipeline.provenance_job`); the graph is finished before the program runs, never
 during it: on a machine with few cores, building it beside the run slowed the dispatches it measured
-(1.5–4× on a 440-call-site model). The memory of one call comes from the timed run (the HAL collector
+(docs/reference/numbers.md). The memory of one call comes from the timed run (the HAL collector
 on a CPU) or from an untimed run of one call, started after the timed run, so a broken program is
 reported by the run that times it, and run while the events are aggregated. Every output is written as
 soon as it exists, so a later failure (a crashing or hanging program, bad inputs) leaves the compiled

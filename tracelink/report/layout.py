@@ -177,7 +177,7 @@ def short_label(text: str, room: float, from_left: bool = False, size: float = L
     """``text`` cut (with "…") to fit ``room`` px: its end kept when ``from_left`` (a scoped name's leaf).
 
     One pass over the characters from the kept end (cutting one character at a time and measuring again
-    took minutes on a 100 KB name)."""
+    is quadratic in the name's length)."""
     if text_width(text, size) <= room:
         return text
     budget, used, kept = room - text_width("…", size), 0.0, 0

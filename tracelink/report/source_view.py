@@ -12,8 +12,8 @@ from tracelink.report.widgets import bar, chips, section
 
 
 # A file view with more lines than this is a template too (packed with the others in a big report): the
-# viewer puts it in place once the page is interactive, or when a line is first asked for. A 1,000-layer
-# program's text was a third of its report and most of the nodes parsed at load.
+# viewer puts it in place once the page is interactive, or when a line is first asked for: a long
+# program's text is a large part of its report and of the nodes parsed at load (docs/reference/numbers.md).
 TEMPLATE_FILE_LINES = 1000
 
 

@@ -8,7 +8,7 @@ viewer builds it when it is opened: as markup, the drill-downs were most of a bi
 holds what the viewer reads and nothing else. An object of the JSON is a ``TypedDict`` here, an array
 read by position a ``NamedTuple`` (written as an array); each key is documented under it. The records a
 big program has thousands of (lines, ops, call sites) have keys of one or two letters: the JSON is a
-large part of a big program's page, and full names made a 500-call-site page 5 % bigger.
+large part of a big program's page (docs/reference/numbers.md).
 ``tests/test_report_contract.py`` checks a real page's data against these types, and that the viewer
 reads every key of them and no other.
 """

@@ -7,9 +7,8 @@ probe, and 5 s of streaming), once per CPU model, worker count, compiler and met
 - the **compute peak** is the best GFLOP/s of a cache-resident f32 matmul on one core times the workers
   of IREE's ``local-task`` device (one per CPU the process may run on): the better of numpy's BLAS (192³,
   pinned to one thread, in one child process per core, all at once; the best core) and IREE's own code
-  (a chained 256³ matmul under a few tile configs, :func:`probes.iree_gflops_per_core`). On this
-  project's AVX-512 machine BLAS reached 130 GFLOP/s per core and IREE 262: with BLAS alone, tuned
-  convolutions read 155 % of the peak;
+  (a chained 256³ matmul under a few tile configs, :func:`probes.iree_gflops_per_core`): with BLAS alone,
+  tuned convolutions read above 100 % of the peak on an AVX-512 machine (docs/reference/numbers.md);
 - the **bandwidth** is the median of many rounds in which every worker copies its own 32 MiB
   array eight times at the same time (source and target together larger than any cache), counting the bytes read and
   written; numpy releases the GIL while copying, so the threads run on all cores at once.
