@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 
 from tests.conftest import REPO
 from tests.test_tune_strategy import assert_builds_what_was_raced, run_as_printed
 from tracelink.aggregate.reference import iree_lines
 from tracelink.aggregate.speedup import speedup_of
 from tracelink.collect.rounds import alternate, time_program
-from tracelink.commands.tune import losing_line_repros
+from tracelink.commands.tune import print_anchor, losing_line_repros
 from tracelink.compare.diff import run_inputs, run_parameters
 from tracelink.profile_dir.profile import load_profile
 from tracelink.report.json_output import SCHEMA_PATH
@@ -100,6 +102,12 @@ def test_the_per_line_table_holds_before_after_and_the_reference(tuned):
     assert model.loc[17, "after_ns"] < model.loc[17, "before_ns"] / 3
     assert (lines["after_loses"] == (lines["after_ratio"] > 1.5)).all()
     assert set(lines.loc[lines["before_ns"].isna() & lines["after_ns"].isna(), "only_in"]) <= {"reference"}
+    # what the strategy search measured on a line is its per-line table's rows there, the fastest first
+    rows = [row for row in tuned["document"]["strategies"]["per_line"] if row["file"] == str(MODEL) and row["line"] == 17]
+    best = max(rows, key=lambda row: row["ratio"])
+    assert best["strategy"].startswith("conv1d-as-conv2d")
+    assert model.loc[17, "measured"].startswith(f"{best['strategy']} {best['ratio']:.2g}x")
+    assert model.loc[17, "measured"].count("x") >= len({row["strategy"] for row in rows})
 
 
 def test_the_last_lines_name_both_builds_against_eager(tuned):
@@ -120,6 +128,11 @@ def test_a_line_still_losing_gets_a_repro_of_its_hottest_dispatch(tuned):
     folder = Path(repros[hot])
     assert folder.is_relative_to(base.directory / "tune" / "reference" / "repro")
     assert (folder / "run.sh").is_file() and f"{MODEL.name}:17" in (folder / "README.md").read_text()
+    # the summary names the line, what tune's strategies measured there and its repro
+    out = Console(record=True, width=400)
+    print_anchor(out, base, replace(anchor, rounds=document["reference"]["rounds"]), handed=True)
+    [said] = [line for line in out.export_text().splitlines() if line.startswith(f"  {hot}: ")]
+    assert said.startswith(f"  {hot}: {lines.set_index('line').loc[17, 'measured']}, none enough; {folder}")
 
 
 def test_a_reference_that_cannot_run_again_is_an_error_line_not_a_failed_tune(tuned, tmp_path):

@@ -107,7 +107,7 @@ def run_tune(args: argparse.Namespace) -> int:
     command = apply_command(profile, session)
     if command is not None:  # runs as printed, from any directory, and builds what was raced
         out.print(f"apply it: {shlex.join(command)}", markup=False, soft_wrap=True)
-    repros = _print_anchor(out, profile, session.anchor, handed=command is not None) if session.anchor else {}
+    repros = print_anchor(out, profile, session.anchor, handed=command is not None) if session.anchor else {}
     if args.json:
         from tracelink.report.json_output import dump, tune_document
 
@@ -254,7 +254,7 @@ def _print_verdict(out: Console, profile: Profile, session: Session, program: Pa
             out.print(f"configured executables: {tuning.configurations}  (trials: {trials})", markup=False)
 
 
-def _print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) -> dict[str, str]:
+def print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) -> dict[str, str]:
     """The last lines: the build handed over against IREE's default and the framework's reference, its
     lines against the reference, and a repro folder for each line where it still loses by more than
     1.5x; the repros written, by line."""
@@ -297,10 +297,13 @@ def _print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) 
     out.print(table)
     repros = losing_line_repros(profile, anchor)
     if repros:
-        out.print(f"still slower than {anchor.label} by more than {LOSS_RATIO:g}x on {len(anchor.losing_lines())} line(s); "
-                  "a repro of each one's hottest dispatch, to attach to an IREE issue:", markup=False, soft_wrap=True)
-        for line, folder in repros.items():
-            out.print(f"  {line}: {folder}", markup=False, soft_wrap=True)
+        out.print(f"still slower than {anchor.label} by more than {LOSS_RATIO:g}x on {len(anchor.losing_lines())} line(s); what "
+                  "tune's strategies measured there, and a repro of its hottest dispatch to attach to an IREE issue:",
+                  markup=False, soft_wrap=True)
+        for row in anchor.losing_lines().itertuples():
+            measured = f"{row.measured}, none enough" if row.measured else "no strategy profiled on it (none was faster on the whole program)"
+            out.print(f"  {row.file}:{row.line}: {measured}; {repros.get(f'{row.file}:{row.line}', 'no repro (beyond the first lines)')}",
+                      markup=False, soft_wrap=True)
     return repros
 
 

@@ -32,7 +32,8 @@ from tracelink.errors import TracelinkError, first_line
 from tracelink.profile_dir import files
 from tracelink.profile_dir.profile import Profile
 
-LINE_COLUMNS = ["file", "line", "before_ns", "after_ns", "reference_ns", "after_ratio", "only_in", "after_loses"]
+# measured: what the strategy search measured on the line ("name 1.2x; ...", its per-line speedups)
+LINE_COLUMNS = ["file", "line", "before_ns", "after_ns", "reference_ns", "after_ratio", "only_in", "after_loses", "measured"]
 
 
 @dataclass
@@ -130,10 +131,11 @@ def base_seconds_per_call(profile: Profile) -> float:
     return float(measured[0]["iree_ns_per_call"]) / 1e9 if measured else 0.0
 
 
-def anchor_lines(before: Profile, after: Profile, reference_ns_per_call: float | None) -> pd.DataFrame:
+def anchor_lines(before: Profile, after: Profile, reference_ns_per_call: float | None, per_line: list[dict] = ()) -> pd.DataFrame:
     """One row per line any of the three spends time on: IREE before and after (user self time per call),
     the reference (the profile's per-line split scaled to ``reference_ns_per_call``), after over the
-    reference, which side alone has the line, and whether the handed build still loses there."""
+    reference, which side alone has the line, whether the handed build still loses there, and what the
+    strategy search measured on it (``per_line``: the rows of its per-line table)."""
     lines = before.reference_lines
     if lines is None or lines.empty:
         return pd.DataFrame(columns=LINE_COLUMNS)
@@ -148,5 +150,16 @@ def anchor_lines(before: Profile, after: Profile, reference_ns_per_call: float |
     table["only_in"] = np.select([table["reference_ns"].isna(), table["after_ns"].isna() & table["before_ns"].isna()],
                                  ["iree", "reference"], "")
     table["after_loses"] = table["after_ratio"] > LOSS_RATIO
+    table["measured"] = [measured_on(per_line, file, line) for file, line in zip(table["file"], table["line"])]
     order = table[["before_ns", "after_ns", "reference_ns"]].max(axis=1)
     return table.assign(order=order).sort_values("order", ascending=False, kind="stable")[LINE_COLUMNS].reset_index(drop=True)
+
+
+def measured_on(per_line: list[dict], file: str, line: int) -> str:
+    """What the strategy search measured on one line: each strategy's speedup there, fastest first
+    ("" when no strategy was profiled on it)."""
+    found: dict[str, float] = {}
+    for row in per_line:
+        if row["file"] == file and int(row["line"]) == int(line) and row.get("ratio") is not None:
+            found[row["strategy"]] = max(found.get(row["strategy"], 0.0), float(row["ratio"]))
+    return "; ".join(f"{name} {ratio:.2g}x" for name, ratio in sorted(found.items(), key=lambda item: -item[1]))

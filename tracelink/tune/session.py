@@ -128,7 +128,8 @@ def anchor_against_reference(profile: Profile, session: Session, config: TuneCon
     if anchor.error is None:
         after = handed_profile(profile, session, profile_build, console)
         reference_ns = anchor.comparisons()["default_vs_reference"]["base_ns"]
-        anchor.lines, anchor.after = anchor_lines(profile, after, reference_ns), after.directory
+        per_line = session.strategies.per_line if session.strategies else []
+        anchor.lines, anchor.after = anchor_lines(profile, after, reference_ns, per_line), after.directory
         write_text_atomic(profile.directory / files.TUNE_REFERENCE_LINES, anchor.lines.to_csv(index=False))
     write_text_atomic(profile.directory / files.TUNE_REFERENCE, json.dumps(anchor.record(), indent=1))
     return anchor
