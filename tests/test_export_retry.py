@@ -1,7 +1,7 @@
 """A model file is the user's script, and a torch model whose ops IREE cannot lower is decomposed until it can.
 
 The model files are real: a `make()` that exits, a module-level `argparse`, small torch modules whose
-ops IREE 3.13 cannot lower (`aten.squeeze.dims`, `aten.cummax`), and `transformers` models built from tiny
+ops IREE 3.13 cannot lower (`aten.squeeze.dims`, `aten._fft_c2c`) or converts wrongly (`aten.clamp` of integers), and `transformers` models built from tiny
 configs that failed before: a SegFormer, whose bilinear upsampling head failed at `loc(unknown)` on a
 `torch.constant.bool`, and a Gemma2 decoder with logit soft-capping, whose 0-d float buffer (its embedding's
 scale) failed IREE's FX importer. Marker comments (`# SQUEEZE`) name the lines the checks expect.
@@ -73,8 +73,12 @@ OPS = textwrap.dedent('''
         return Ops(lambda x: torch.relu(x.sum(-1, keepdim=True).squeeze(-1)) * 2.0), (torch.randn(4, 8),)  # SQUEEZE
 
 
-    def cummax():
-        return Ops(lambda x: x.unsqueeze(0).cummax(2).values), (torch.randn(4, 8),)  # CUMMAX
+    def fft():
+        return Ops(lambda x: torch.fft.fft(x.unsqueeze(0).to(torch.complex64), dim=2).real), (torch.randn(4, 8),)  # FFT
+
+
+    def clamp():
+        return Ops(lambda x: torch.clamp((x > 0).long().sum(-1), min=1.0) * 2.0), (torch.randn(4, 8),)  # CLAMP
 ''')
 
 HF = textwrap.dedent('''
@@ -213,14 +217,29 @@ def test_unlowered_op_is_decomposed_and_keeps_the_users_line(files, tmp_path):
 
 
 def test_error_names_the_op_that_failed_not_its_neighbour(files, tmp_path):
-    """unsqueeze and cummax share one position (the same expression's start): the op named is the one in the
-    program that IREE left, cummax."""
-    line = error_line(run_cli("profile", f"{files / 'ops.py'}:cummax", "-o", str(tmp_path / "out")))
-    number = marked_lines(files / "ops.py")["CUMMAX"]
-    assert "IREE cannot lower aten.cummax (torch.operator)" in line and "unsqueeze" not in line
+    """unsqueeze and the FFT share one position (the same expression's start): the op named is the one in the
+    program that IREE left, aten._fft_c2c, which no torch table decomposes."""
+    line = error_line(run_cli("profile", f"{files / 'ops.py'}:fft", "-o", str(tmp_path / "out")))
+    number = marked_lines(files / "ops.py")["FFT"]
+    assert "IREE cannot lower aten._fft_c2c (torch.operator)" in line and "unsqueeze" not in line
     assert f"from {(files / 'ops.py').resolve()}:{number}" in line
     assert f"torch has no decomposition of it: write {(files / 'ops.py').resolve()}:{number} with other ops" in line
     assert "compile.log" in line
+
+
+def test_op_converted_wrongly_is_decomposed_at_its_line(files, tmp_path):
+    """torch-mlir converts `clamp` of an integer tensor with a float bound as a float comparison on integers, which
+    fails IREE's verifier at the line (TimesFM's masked mean): that op alone, named by the compiler's note on the
+    failing op, is decomposed (not the comparison, sum and product on the same line, whose decompositions IREE cannot lower)."""
+    out = tmp_path / "clamp"
+    done = run_cli("profile", f"{files / 'ops.py'}:clamp", "-o", str(out), "--repetitions", "2", "--compare", "none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    profile = load_profile(out)
+    assert profile.summary["export"]["decomposed_automatically"] == ["clamp"]
+    line = marked_lines(files / "ops.py")["CLAMP"]
+    lines = profile.source_lines
+    assert lines[(lines["file"] == str((files / "ops.py").resolve())) & (lines["line"] == line)]["inclusive_ns"].sum() > 0
+    np.testing.assert_allclose(iree_outputs(profile)[0], torch_output(f"{files / 'ops.py'}:clamp", profile))
 
 
 def test_bilinear_head_failing_at_unknown_location_is_decomposed(files, tmp_path):

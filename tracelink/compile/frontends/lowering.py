@@ -12,16 +12,32 @@ ops' nodes keep the stack of the op they replace, so their time stays on the use
 
 from __future__ import annotations
 
+import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracelink.compile import PHASE_POLL_S, CompileOptions, PendingCompile, dumped_phases, write_manifest
 from tracelink.compile.frontends import ExportedModel, PythonModel, export_model, is_torch_module
 from tracelink.compile.program_text import check_program_text
 from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.errors import TracelinkError
 from tracelink.tools import reap, wait_for_exit
 
 INPUT_PHASE = "input"  # the compiler's first phase, where it converts the torch dialect
+# The compiler's first error: "file:line:col: error: message".
+DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<message>.*)$", re.MULTILINE)
+# The compiler's note on the op that failed, up to its location's name: 'see current operation: %1 = "arith.cmpf"(...) ... loc("model/clamp"'.
+CURRENT_OP = re.compile(r'note: see current operation: .*? loc\("(?P<name>[^"]*)"')
+
+
+@dataclass(frozen=True)
+class FailedLine:
+    """A source line the compiler's first error is at, while converting its input, and the torch ops made there."""
+
+    line: str  # ``file:line``
+    message: str  # the compiler's error
+    ops: tuple[str, ...]  # the ops' torch names (``aten.clamp``), in program order, each once
 
 
 def export_and_compile(model: PythonModel, artifacts: Path, options: CompileOptions, decompose: tuple[str, ...] = (),
@@ -29,10 +45,12 @@ def export_and_compile(model: PythonModel, artifacts: Path, options: CompileOpti
     """Export ``model`` into ``artifacts`` and start compiling it; a torch model's ops IREE cannot lower are
     decomposed and it is exported again (see the module's docstring). The manifest's ``export`` entry
     records each export. ``frame_rules`` say which line of a failing op is the model's."""
+    from tracelink.compile.frontends.decompositions import decomposition_name
     from tracelink.compile.frontends.torch_export import KEPT_OPS
-    from tracelink.compile.frontends.unlowered import decomposition_name, unconverted_ops, unlowered_error
+    from tracelink.compile.frontends.unlowered import unconverted_ops, unlowered_error
 
     automatic: tuple[str, ...] = ()
+    lines_tried: set[str] = set()
     spent = 0.0
     while True:
         exported = export_model(model, artifacts, decompose, automatic)
@@ -44,14 +62,57 @@ def export_and_compile(model: PythonModel, artifacts: Path, options: CompileOpti
         if not is_torch_module(model.target) or input_converted(pending):
             return exported, pending
         failed = unconverted_ops(exported.program, artifacts / "lowering.log", frame_rules)
-        if not failed:  # another failure: the compiler's own error says it
+        # an op converted wrongly fails IREE's verifier at its line: the ops made there are decomposed once
+        at_line = None if failed else failed_line(exported.program, pending.run.output())
+        if not failed and at_line is None:  # another failure: the compiler's own error says it
             return exported, pending
         reap(pending.run.process)
-        names = (decomposition_name(op.name, KEPT_OPS) for op in failed)
+        names = (decomposition_name(name, KEPT_OPS) for name in (at_line.ops if at_line else [op.name for op in failed]))
         new = tuple(dict.fromkeys(name for name in names if name is not None and name not in (*decompose, *automatic)))
+        if at_line is not None and (at_line.line in lines_tried or not new):
+            raise failed_line_error(at_line, model.origin, at_line.line in lines_tried, pending.run.log)
         if not new:
             raise unlowered_error(failed, model.origin, KEPT_OPS, automatic, pending.run.log)
+        if at_line is not None:
+            lines_tried.add(at_line.line)
         automatic += new
+
+
+def failed_line(program: Path, output: str) -> FailedLine | None:
+    """Where the compiler's first error in ``output`` is and the torch ops of ``program`` it came from, or None when
+    it names no line or no op.
+
+    The compiler's note on the op that failed (``see current operation: ... loc("encoder/clamp"(...))``) carries the
+    location of the torch op it was converted from, named as the export names it (module path and op); the ops of
+    ``program`` (read with the MLIR bindings) with that name and the error's line as their innermost frame are the
+    ones converted wrongly, not their neighbours on the line.
+    """
+    from iree.compiler import ir
+
+    from tracelink.compile.frontends.unlowered import OPERAND_OPS, file_frames, torch_name
+    from tracelink.ir_utils import new_context, parse_file, walk
+
+    diagnostic, current = DIAGNOSTIC.search(output), CURRENT_OP.search(output)
+    if diagnostic is None or current is None:
+        return None
+    where = (diagnostic["file"], int(diagnostic["line"]))
+    with new_context() as context:
+        ops = [torch_name(op) for op in walk(parse_file(program, context).operation)
+               if isinstance(op.location, ir.NameLoc) and op.location.name_str == current["name"] and not op.name.startswith(OPERAND_OPS)
+               and file_frames(op.location)[:1] == [where]]
+    if not ops:
+        return None
+    return FailedLine(f"{where[0]}:{where[1]}", diagnostic["message"].strip(), tuple(dict.fromkeys(ops)))
+
+
+def failed_line_error(failed: FailedLine, origin: str, decomposed: bool, log: Path) -> TracelinkError:
+    """One line naming the ops IREE converted wrongly at a line, the compiler's error and what to try."""
+    ops = ", ".join(failed.ops)
+    if decomposed:
+        hint = f"they failed again once decomposed: write {failed.line} with other ops"
+    else:
+        hint = f"torch has no decomposition of them: write {failed.line} with other ops"
+    return TracelinkError(f"{origin}: IREE converted {ops} wrongly, from {failed.line} (iree-compile: {failed.message}); {hint} (log: {log})")
 
 
 def input_converted(pending: PendingCompile) -> bool:

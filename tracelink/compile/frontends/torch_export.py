@@ -151,12 +151,16 @@ def compiled_function_globals() -> list[tuple[dict, str]]:
 
 def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
     """torch's core ATen table less :data:`KEPT_OPS`, with :data:`UNCONVERTED_CORE_OPS` and each of ``decompose``
-    added: an ATen op (``squeeze``: all its overloads) or one overload of it (``squeeze.dims``).
+    added: an ATen op (``squeeze``: all its overloads), one overload of it (``squeeze.dims``), or an op of another
+    namespace (``transformers.grouped_mm_fallback``), each decomposed as :mod:`tracelink.compile.frontends.decompositions`
+    finds it (torch's own tables first).
 
-    An op of ``decompose`` that torch has no decomposition of is an error naming it.
+    An op of ``decompose`` that none decomposes is an error naming it.
     """
     import torch
     from torch._decomp import get_decompositions  # the table torch-mlir's own FX export path uses too
+
+    from tracelink.compile.frontends.decompositions import decompositions, torch_op
 
     table = torch.export.default_decompositions()
     kept = set(KEPT_OPS) - {name.split(".")[0] for name in decompose}
@@ -164,10 +168,10 @@ def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
         table.pop(op)
     in_core_table = {aten_name(op) for op in table.keys()} | set(KEPT_OPS)
     for name in decompose:
-        op = aten_op(name)
+        op = torch_op(name)
         if op is None:  # not an op: '', 'a b', '__class__', 'squeeze.nothing', ...
             raise TracelinkError(f"{origin}: --decompose {name}: torch has no ATen op '{name}'")
-        extra = get_decompositions([op])
+        extra = decompositions(op)
         if not extra and name.split(".")[0] not in in_core_table:
             raise TracelinkError(f"{origin}: --decompose {name}: torch has no decomposition of aten.{name}")
         table.update(extra)
@@ -179,13 +183,9 @@ def aten_op(name: str) -> Any:
     """The ATen op packet ``name`` (``squeeze``) or its overload ``name`` (``squeeze.dims``), else None."""
     import torch
 
-    packet_name, dot, overload = name.partition(".")
-    packet = getattr(torch.ops.aten, packet_name, None) if packet_name.isidentifier() else None
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return None
-    if not dot:
-        return packet
-    return getattr(packet, overload) if overload in packet.overloads() else None
+    from tracelink.compile.frontends.decompositions import op_in
+
+    return op_in(torch.ops.aten, name)
 
 
 def export_failure(error: Exception, origin: str) -> TracelinkError:
