@@ -301,7 +301,7 @@ def print_anchor(out: Console, profile: Profile, anchor: Anchor, handed: bool) -
                   "tune's strategies measured there, and a repro of its hottest dispatch to attach to an IREE issue:",
                   markup=False, soft_wrap=True)
         for row in anchor.losing_lines().itertuples():
-            measured = f"{row.measured}, none enough" if row.measured else "no strategy profiled on it (none was faster on the whole program)"
+            measured = f"{row.measured}, none enough" if row.measured else "no strategy's per-line table has it (no profiled strategy timed its ops apart)"
             out.print(f"  {row.file}:{row.line}: {measured}; {repros.get(f'{row.file}:{row.line}', 'no repro (beyond the first lines)')}",
                       markup=False, soft_wrap=True)
     return repros
