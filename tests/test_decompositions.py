@@ -71,6 +71,25 @@ def test_grouped_mm_as_transformers_kernel_does():
         torch.testing.assert_close(own.grouped_mm(rows, weight, offs), _grouped_mm_fallback(rows, weight, offs))
 
 
+POOLS = [
+    # (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    ([2, 1], [2, 1], [0, 0], True, True, None),  # Funnel's pooling: ceil mode, which IREE converted wrongly
+    ([3, 2], [], [0, 0], False, True, None),  # PP-OCR's head: windows that leave the last row out
+    ([3, 3], [2, 2], [1, 1], True, True, None),  # a partial last window beside the padding
+    ([3, 3], [2, 2], [1, 1], True, False, None),  # ... counting the input only
+    ([2, 2], [1, 1], [1, 0], False, False, 3),  # a divisor given
+    ([3, 2], [3, 2], [1, 1], True, True, None),
+]
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding", "ceil_mode", "count_include_pad", "divisor"), POOLS)
+def test_avg_pool2d_as_torch_does(kernel, stride, padding, ceil_mode, count_include_pad, divisor):
+    values = torch.randn(2, 3, 7, 10, generator=torch.Generator().manual_seed(0))
+    for shaped in (values, values[0]):  # with and without a batch
+        args = (shaped, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+        torch.testing.assert_close(own.avg_pool2d(*args), torch.ops.aten.avg_pool2d(*args))
+
+
 def test_each_op_comes_from_the_first_table_that_decomposes_it():
     import transformers.integrations.moe  # noqa: F401  (registers transformers' custom op)
     from torch._decomp import get_decompositions

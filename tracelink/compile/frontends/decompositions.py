@@ -10,7 +10,10 @@ below, each checked against torch's eager op in ``tests/test_decompositions.py``
   grouped-matmul path (``integrations/moe.py``);
 - ``aten.cummax``, ``aten.cummin``: a running maximum or minimum (Grounding DINO's special-token spans);
 - ``transformers.grouped_mm_fallback``: ``transformers``' own custom op for those routers' expert
-  matmuls, opaque to export, whose Python kernel loops over data-dependent offsets.
+  matmuls, opaque to export, whose Python kernel loops over data-dependent offsets;
+- ``aten.avg_pool2d``: IREE converts it with a divisor of the wrong shape in ceil mode, or when the
+  windows do not tile the input (Funnel's pooling, PP-OCR's head), which its verifier finds in global
+  optimization.
 
 Each is used only for an op that failed (or that ``--decompose`` names), never as a whole table.
 """
@@ -185,10 +188,58 @@ def grouped_mm(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) ->
     return torch.where((group < groups).unsqueeze(1), product, torch.zeros_like(product))
 
 
+def avg_pool2d(input: torch.Tensor, kernel_size: list[int], stride: list[int] = (), padding: list[int] = (0,), ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> torch.Tensor:
+    """``torch.nn.functional.avg_pool2d`` with plain ops: each window's sum as a convolution of each plane with a
+    kernel of ones, divided as torch's kernel divides it (the window within the padding when ``count_include_pad``,
+    within the input otherwise, or ``divisor_override``); ceil mode's last, partial windows read zeros past the edge."""
+    import torch
+
+    kernel, step, pad = pair(kernel_size), pair(stride or kernel_size), pair(padding)
+    *batch, height, width = input.shape
+    sizes = [pooled_size(size, kernel[i], step[i], pad[i], ceil_mode) for i, size in enumerate((height, width))]
+    beyond = [max(0, (sizes[i] - 1) * step[i] + kernel[i] - size - 2 * pad[i]) for i, size in enumerate((height, width))]
+    ones = torch.ones(1, 1, *kernel, dtype=input.dtype, device=input.device)
+    # the rows and columns the windows cover, no more: IREE 3.13 also fails a convolution whose windows leave some out
+    covered = [(sizes[i] - 1) * step[i] + kernel[i] for i in range(2)]
+
+    def window_sums(planes: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(planes[..., :covered[0], :covered[1]], ones, stride=step)
+
+    sums = window_sums(torch.nn.functional.pad(input.reshape(-1, 1, height, width), (pad[1], pad[1] + beyond[1], pad[0], pad[0] + beyond[0])))
+    if divisor_override:
+        counted: Any = divisor_override
+    else:
+        inside = torch.ones(1, 1, height, width, dtype=input.dtype, device=input.device)
+        if count_include_pad:
+            inside = torch.nn.functional.pad(inside, (pad[1], pad[1], pad[0], pad[0]), value=1.0)
+            margins = (0, beyond[1], 0, beyond[0])
+        else:
+            margins = (pad[1], pad[1] + beyond[1], pad[0], pad[0] + beyond[0])
+        counted = window_sums(torch.nn.functional.pad(inside, margins))
+    return (sums / counted).reshape(*batch, *sizes)
+
+
+def pair(value: Any) -> tuple[int, int]:
+    """A pooling parameter as (height, width): one value for both, or two."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return (values[0], values[-1])
+
+
+def pooled_size(size: int, kernel: int, step: int, pad: int, ceil_mode: bool) -> int:
+    """The output length of pooling ``size`` elements, as torch computes it: in ceil mode a last window must start
+    inside the input or its left padding."""
+    count = (size + 2 * pad - kernel + (step - 1 if ceil_mode else 0)) // step + 1
+    if ceil_mode and (count - 1) * step >= size + pad:
+        count -= 1
+    return count
+
+
 # tracelink's own decompositions, by the op's name as --decompose takes it: only ops no torch table decomposes.
 OWN: dict[str, Callable] = {
     "histc.default": histc,
     "cummax.default": cummax,
     "cummin.default": cummin,
     "transformers.grouped_mm_fallback.default": grouped_mm,
+    "avg_pool2d.default": avg_pool2d,
 }

@@ -7,7 +7,13 @@ program (:mod:`tracelink.compile.frontends.unlowered`), those torch decomposes a
 decompositions, and the model is exported and compiled again; until the input converts, or what is left
 has no decomposition (an error naming the op and the user's line). Only the failed ops are decomposed:
 the ops tracelink keeps whole (attention, linear, matmul, convolutions) stay whole. The decomposed
-ops' nodes keep the stack of the op they replace, so their time stays on the user's line.
+ops' nodes keep the stack of the op they replace, so their time stays on the user's line. Each op's
+decomposition comes from :mod:`tracelink.compile.frontends.decompositions` (torch's tables first).
+
+An op the input conversion converts wrongly fails IREE's verifier instead, there or once global optimization
+folds its shapes (a float comparison on integers, a divisor of the wrong shape): the compiler's note on the
+failing op carries the torch op's location, and that op is decomposed once the same way; when none
+decomposes, the error names it, the compiler's message and the user's line.
 """
 
 from __future__ import annotations
@@ -25,15 +31,18 @@ from tracelink.errors import TracelinkError
 from tracelink.tools import reap, wait_for_exit
 
 INPUT_PHASE = "input"  # the compiler's first phase, where it converts the torch dialect
+# The last phase whose failure is a torch op converted wrongly: IREE's verifier finds some only once global
+# optimization folds their shapes (an avg_pool2d's divisor one element too wide). It ends a few seconds after the input.
+CONVERTED_PHASE = "global-optimization"
 # The compiler's first error: "file:line:col: error: message".
 DIAGNOSTIC = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):\d+: error: (?P<message>.*)$", re.MULTILINE)
 # The compiler's note on the op that failed, up to its location's name: 'see current operation: %1 = "arith.cmpf"(...) ... loc("model/clamp"'.
-CURRENT_OP = re.compile(r'note: see current operation: .*? loc\("(?P<name>[^"]*)"')
+CURRENT_OP = re.compile(r'note: see current operation: .*? loc\("(?P<name>[^"]*)"', re.DOTALL)  # an op with regions spans lines
 
 
 @dataclass(frozen=True)
 class FailedLine:
-    """A source line the compiler's first error is at, while converting its input, and the torch ops made there."""
+    """A source line the compiler's first error is at, up to :data:`CONVERTED_PHASE`, and the torch ops it came from."""
 
     line: str  # ``file:line``
     message: str  # the compiler's error
@@ -59,9 +68,10 @@ def export_and_compile(model: PythonModel, artifacts: Path, options: CompileOpti
         write_manifest(artifacts, {"export": exported.manifest_entry()})
         check_program_text(exported.program)
         pending = PendingCompile(exported.program, artifacts, options)
-        if not is_torch_module(model.target) or input_converted(pending):
+        if not is_torch_module(model.target) or passed(pending, CONVERTED_PHASE):
             return exported, pending
-        failed = unconverted_ops(exported.program, artifacts / "lowering.log", frame_rules)
+        input_failed = not passed(pending, INPUT_PHASE)  # the compiler has exited: this does not wait
+        failed = unconverted_ops(exported.program, artifacts / "lowering.log", frame_rules) if input_failed else []
         # an op converted wrongly fails IREE's verifier at its line: the ops made there are decomposed once
         at_line = None if failed else failed_line(exported.program, pending.run.output())
         if not failed and at_line is None:  # another failure: the compiler's own error says it
@@ -115,13 +125,13 @@ def failed_line_error(failed: FailedLine, origin: str, decomposed: bool, log: Pa
     return TracelinkError(f"{origin}: IREE converted {ops} wrongly, from {failed.line} (iree-compile: {failed.message}); {hint} (log: {log})")
 
 
-def input_converted(pending: PendingCompile) -> bool:
-    """Wait until the compiler has converted its input (it dumped a phase after :data:`INPUT_PHASE`) or exited;
-    False when it exited with an error."""
+def passed(pending: PendingCompile, phase: str) -> bool:
+    """Wait until the compiler has passed ``phase`` (it dumped a later phase) or exited; False when it exited with an
+    error before."""
     phases = pending.artifacts / "phases"
     while True:
         written = dumped_phases(phases)
-        if INPUT_PHASE in written and max(written.values()) > written[INPUT_PHASE]:
+        if phase in written and max(written.values()) > written[phase]:
             return True
         try:
             return wait_for_exit(pending.run.process, PHASE_POLL_S) == 0
