@@ -235,35 +235,6 @@ def test_the_report_cuts_long_labels_in_linear_time():
         assert time.process_time() - started < 5  # the cut-and-measure loop was quadratic: minutes for 100 KB
 
 
-def machine_cache_run(cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from tracelink.collect.machine import machine_peaks; print(machine_peaks().peak_gflops)"],
-                          capture_output=True, text=True, env=os.environ | {"XDG_CACHE_HOME": str(cache)}, timeout=300)
-
-
-@pytest.mark.parametrize("damage", ["cut short", "NaN peaks"])
-def test_a_damaged_machine_cache_is_reported_once_and_rebuilt(tmp_path, cache, damage):
-    from tracelink.collect.machine import machine_cores, peaks_key
-
-    key = peaks_key(machine_cores())
-    assert machine_cache_run(cache).returncode == 0  # measured by the module's profiles already, or now
-    whole = (cache / "tracelink" / "machine.json").read_text()
-    assert key in json.loads(whole)
-    folder = tmp_path / "tracelink"
-    folder.mkdir()
-    if damage == "cut short":
-        (folder / "machine.json").write_text(whole[: len(whole) // 2])
-    else:
-        (folder / "machine.json").write_text(json.dumps({key: {"cpu": "x", "matmul_gflops_per_core": float("nan"), "bandwidth_gbps": 1}}))
-    first = machine_cache_run(tmp_path)
-    assert first.returncode == 0, first.stderr
-    warnings = [line for line in first.stderr.splitlines() if line.strip()]
-    assert len(warnings) == 1 and "machine.json" in warnings[0] and "written afresh" in warnings[0], first.stderr
-    assert float(first.stdout) > 0
-    assert json.loads((folder / "machine.json").read_text())[key]["matmul_gflops_per_core"] > 0  # rebuilt
-    second = machine_cache_run(tmp_path)
-    assert second.returncode == 0 and second.stderr == "" and second.stdout == first.stdout  # reported once
-
-
 def test_a_tuning_history_with_nan_is_reported_once_and_cleaned(tmp_path, capfd):
     from tracelink.tune.model import DERIVED, History
 
