@@ -70,8 +70,12 @@ final_rounds = {rounds}
 profile_top = 0
 compose = false
 calls = 2
+[measure]
+repetitions = 3
+[select]
+confirm_rounds = 6
 """
-QUICK = ["--trials", "1", "--top", "1", "--rounds", "0"]  # the tile search as short as it goes
+QUICK = ["--trials", "1", "--top", "1", "--rounds", "0"]  # with SMALL's [measure] and [select]: the tile search as short as it goes
 
 
 def config(tmp_path: Path, only: list[str], rounds: int = 2) -> Path:
