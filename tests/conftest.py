@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import onnx
 import pytest
 from rich.console import Console
 
@@ -16,6 +21,7 @@ EXAMPLES = REPO / "examples"
 SHARED = REPO.parent / "shared"
 WORKLOADS = SHARED / "workloads"
 OUTPUT = REPO / "tests" / "_output"
+LIGHT_SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
 WORKLOAD_RUNS = {  # program: function, inputs, parameters — as ../shared/workloads/README.md runs them
     "jax_flax_mnist_mlp_locs": ("main", [], []),
     "braggnn_torch": ("forward", ["1x1x11x11xf32=0.5"], []),
@@ -40,3 +46,21 @@ def example_profiles(tmp_path_factory) -> dict[str, Profile]:
     """The three examples, each profiled once per test session."""
     base = tmp_path_factory.mktemp("examples")
     return {name: run_profile(EXAMPLES / f"{name}.mlir", base / name) for name in ("mlp", "attention", "convnet")}
+
+
+@pytest.fixture(scope="session")
+def real_squeezenet(tmp_path_factory) -> Callable[[], Profile]:
+    """ONNX's light SqueezeNet (shipped with the onnx package) with seeded random weights
+    (../shared/tools/materialize_weights.py, seed 0: its convolutions stay convolutions), profiled the first
+    time it is called and shared by the session (its compile takes tens of seconds). A test that writes into
+    the profile directory (tune) works on a copy."""
+
+    @functools.cache
+    def profiled() -> Profile:
+        base = tmp_path_factory.mktemp("real_squeezenet")
+        model = base / "squeezenet.onnx"
+        subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(LIGHT_SQUEEZENET), str(model), "0"],
+                       check=True, capture_output=True, timeout=300)
+        return run_profile(model, base / "profile", repetitions=3)
+
+    return profiled

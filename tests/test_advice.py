@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 
 import jsonschema
-import onnx
 import pytest
 from lxml import html as lxml_html
 from rich.console import Console
 
-from tests.conftest import REPO, SHARED, run_profile
+from tests.conftest import REPO, run_profile
 from tracelink.aggregate.advice import HELPED
 from tracelink.profile_dir.tune_record import STRATEGIES_FILE
 from tracelink.aggregate.utilization import FAR_FROM_ROOFS
@@ -216,18 +215,11 @@ def test_a_damaged_strategies_file_is_ignored_with_one_warning(conv_profiles, tm
     assert build_report(profile).is_file()
 
 
-@pytest.fixture(scope="module")
-def real_squeezenet(tmp_path_factory):
-    """ONNX's light SqueezeNet with seeded random weights (its convolutions stay convolutions)."""
-    base = tmp_path_factory.mktemp("squeezenet")
-    model = base / "squeezenet_real.onnx"
-    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
-    subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(light), str(model), "0"], check=True, timeout=300)
-    return run_profile(model, base / "out", repetitions=2)
-
-
 def test_real_weight_squeezenet_convolutions_are_not_compute_bound(real_squeezenet):
-    sites = real_squeezenet.call_sites
+    """ONNX's light SqueezeNet with seeded random weights (its convolutions stay convolutions): the session's
+    profile of it (tests/conftest.py)."""
+    profile = real_squeezenet()
+    sites = profile.call_sites
     convs = sites[sites["export"].str.contains("conv") & (sites["phase"] == "run")].sort_values("total_ns", ascending=False)
     hottest = convs.iloc[0]
     assert hottest["flops_peak_share"] < FAR_FROM_ROOFS, hottest[["export", "flops_peak_share"]]
@@ -235,5 +227,5 @@ def test_real_weight_squeezenet_convolutions_are_not_compute_bound(real_squeezen
     for row in convs.itertuples():  # every convolution far below both roofs reads so (unless launch or parallelism bound)
         if max(row.flops_peak_share, row.bandwidth_peak_share) < FAR_FROM_ROOFS and row.verdict not in ("overhead-bound", "parallelism-bound"):
             assert row.verdict == "far-from-roofs", row
-    for step in real_squeezenet.source_lines["next_step"].dropna():
+    for step in profile.source_lines["next_step"].dropna():
         assert not any(word in step.lower() for word in OPTION_WORDS), step

@@ -12,23 +12,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
-
-import onnx
 
 import pandas as pd
 import pytest
 from iree.compiler import ir
 
-from tests.conftest import EXAMPLES, SHARED, WORKLOAD_RUNS, WORKLOADS, run_profile
+from tests.conftest import EXAMPLES, WORKLOAD_RUNS, WORKLOADS, run_profile
 from rich.console import Console
 
 from tracelink.aggregate import op_line_shares
 from tracelink.aggregate.components import NO_SCOPE, component_table, kind_table
 from tracelink.compile import CompileOptions
-from tracelink.profile_dir.profile import load_profile
+from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.report.summary import print_summary
 
 PROGRAMS = {name: WORKLOADS / f"{name}.mlir" for name in WORKLOAD_RUNS} | {name: EXAMPLES / f"{name}.mlir" for name in ("mlp", "attention", "convnet")}
@@ -52,16 +49,18 @@ def test_every_shared_mlir_workload_is_covered():
 
 
 class Profiles(dict):
-    """Profiles by case, each made the first time a test asks for it."""
+    """Profiles by case, each made the first time a test asks for it (the real-weight SqueezeNet: the
+    session's, see tests/conftest.py)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, real_squeezenet: Callable[[], Profile]) -> None:
         super().__init__()
         self.base = base
+        self.real_squeezenet = real_squeezenet
 
     def __missing__(self, case: str):
         name, _, device = case.partition("@")
         if name == REAL_WEIGHTS:
-            self[case] = run_profile(real_weight_squeezenet(self.base), self.base / REAL_WEIGHTS, repetitions=REPETITIONS)
+            self[case] = self.real_squeezenet()
             return self[case]
         function, inputs, parameters = WORKLOAD_RUNS.get(name, (None, [], []))
         slow = name in SLOW_ON_VULKAN and device == "vulkan"
@@ -71,17 +70,9 @@ class Profiles(dict):
         return self[case]
 
 
-def real_weight_squeezenet(directory: Path) -> Path:
-    """ONNX's light SqueezeNet (shipped with the onnx package) with seeded random weights."""
-    source = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
-    target = directory / "light_squeezenet_real_weights.onnx"
-    subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(source), str(target)], check=True, capture_output=True)
-    return target
-
-
 @pytest.fixture(scope="module")
-def profiles(tmp_path_factory):
-    return Profiles(tmp_path_factory.mktemp("attribution"))
+def profiles(tmp_path_factory, real_squeezenet):
+    return Profiles(tmp_path_factory.mktemp("attribution"), real_squeezenet)
 
 
 # Independent reading ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The strategy search of `tracelink tune` on a real model with real weights (squeezenet 1.0 from ONNX's
-light models, its splat weights replaced by seeded random ones at test time).
+light models, its splat weights replaced by seeded random ones at test time, profiled once per session:
+tests/conftest.py).
 
 One tune run (module fixture) searches im2col and a deliberately numerics-breaking strategy (im2col with
 the contractions' inputs demoted to bf16), profiles the winner, diffs it line by line and tunes tiles
@@ -24,7 +25,7 @@ import onnx
 import pytest
 from rich.console import Console
 
-from tests.conftest import REPO, SHARED, run_profile
+from tests.conftest import REPO
 
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
@@ -45,7 +46,6 @@ from tracelink.tune.tuners.loop import Budget
 from tracelink.commands.tune import _profile_builder, apply_command
 
 TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
-SQUEEZENET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"
 TARGET = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host"]
 BF16 = [IM2COL, "--iree-global-opt-demote-contraction-inputs-type=bf16",
@@ -58,8 +58,12 @@ diff_rounds = 3
 compose = false  # composed on its own below, with a line marked slowed: a race would decide it here
 [strategy.extra]
 im2col-bf16 = {json.dumps(BF16)}
+# the tile search on the winner, which no test here checks beyond the build it hands over: the shortest
+[measure]
+repetitions = 3
 [select]
 top = 1
+confirm_rounds = 6
 """
 
 
@@ -68,13 +72,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory) -> dict:
+def tuned(tmp_path_factory, real_squeezenet) -> dict:
+    """The session's real-weight SqueezeNet profile (tests/conftest.py), copied (tune writes into it) and tuned."""
     where = tmp_path_factory.mktemp("strategy")
-    model = where / "squeezenet.onnx"
-    done = subprocess.run([sys.executable, str(SHARED / "tools" / "materialize_weights.py"), str(SQUEEZENET), str(model)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    base = run_profile(model, where / "base", repetitions=3).directory
+    profiled = real_squeezenet()
+    model = Path(profiled.summary["model"])
+    base = Path(shutil.copytree(profiled.directory, where / "base", symlinks=True))
     config = where / "tune.toml"
     config.write_text(CONFIG)
     done = run_cli("tune", str(base), "--config", str(config), "--trials", "2", "--rounds", "0", "--json")
@@ -212,8 +215,6 @@ def test_resume_takes_the_measured_strategies(tuned):
 
 
 def test_an_exhausted_budget_keeps_a_valid_table(tuned, tmp_path):
-    import shutil
-
     copy = Path(shutil.copytree(tuned["base"], tmp_path / "copy", ignore=shutil.ignore_patterns("tune")))
     done = run_cli("tune", str(copy), "--config", str(tuned["base"].parent / "tune.toml"), "--budget", "0.001s")
     assert done.returncode == 0, done.stderr
