@@ -90,6 +90,25 @@ def test_avg_pool2d_as_torch_does(kernel, stride, padding, ceil_mode, count_incl
         torch.testing.assert_close(own.avg_pool2d(*args), torch.ops.aten.avg_pool2d(*args))
 
 
+def test_unsorted_topk_is_the_sorted_one_and_a_sorted_one_stays():
+    values = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
+    got, expected = own.topk(values, 2, -1, True, False), torch.topk(values, 2, -1, True, True)
+    assert torch.equal(got[0], expected.values) and torch.equal(got[1], expected.indices)
+    unsorted = torch.topk(values, 2, -1, True, False)  # eager's own answer: the same elements
+    assert torch.equal(unsorted.indices.sort(-1).values, got[1].sort(-1).values)
+    assert own.topk(values, 2, -1, True, True) is NotImplemented
+    exported = torch.export.export(Router(), (values,)).run_decompositions({torch.ops.aten.topk.default: own.topk})
+    calls = [node.args for node in exported.graph.nodes if node.target == torch.ops.aten.topk.default]
+    assert len(calls) == 1 and calls[0][4:] in ((), (True,))  # sorted: the default, left out, or given
+
+
+class Router(torch.nn.Module):
+    """A DeepSeek-style router's unsorted top-k."""
+
+    def forward(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.topk(scores, 2, dim=-1, sorted=False)
+
+
 def test_each_op_comes_from_the_first_table_that_decomposes_it():
     import transformers.integrations.moe  # noqa: F401  (registers transformers' custom op)
     from torch._decomp import get_decompositions
@@ -116,7 +135,10 @@ MOE = textwrap.dedent('''
         torch.manual_seed(0)
         config = T.MixtralConfig(hidden_size=32, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
                                  experts_implementation="grouped_mm")  # a full model's default, set here as a model sets it
-        return MixtralSparseMoeBlock(config).eval(), (torch.randn(1, 8, 32),)
+        block = MixtralSparseMoeBlock(config).eval()
+        for parameter in block.parameters():  # the experts' weights are left uninitialized outside a model's post_init
+            torch.nn.init.normal_(parameter, std=0.1)
+        return block, (torch.randn(1, 8, 32),)
 ''')
 
 

@@ -13,7 +13,8 @@ below, each checked against torch's eager op in ``tests/test_decompositions.py``
   matmuls, opaque to export, whose Python kernel loops over data-dependent offsets;
 - ``aten.avg_pool2d``: IREE converts it with a divisor of the wrong shape in ceil mode, or when the
   windows do not tile the input (Funnel's pooling, PP-OCR's head), which its verifier finds in global
-  optimization.
+  optimization;
+- ``aten.topk`` unsorted (DeepSeek-style routers' ``sorted=False``), which IREE does not lower: as the sorted one.
 
 Each is used only for an op that failed (or that ``--decompose`` names), never as a whole table.
 """
@@ -235,6 +236,16 @@ def pooled_size(size: int, kernel: int, step: int, pad: int, ceil_mode: bool) ->
     return count
 
 
+def topk(input: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+    """``torch.topk`` unsorted as the sorted one, which is one of its valid answers (torch leaves the order unsaid):
+    IREE lowers only a sorted top-k. A sorted one is left as it is (``NotImplemented``: export keeps the op)."""
+    import torch
+
+    if sorted:
+        return NotImplemented
+    return torch.ops.aten.topk.default(input, k, dim, largest, True)
+
+
 # tracelink's own decompositions, by the op's name as --decompose takes it: only ops no torch table decomposes.
 OWN: dict[str, Callable] = {
     "histc.default": histc,
@@ -242,4 +253,5 @@ OWN: dict[str, Callable] = {
     "cummin.default": cummin,
     "transformers.grouped_mm_fallback.default": grouped_mm,
     "avg_pool2d.default": avg_pool2d,
+    "topk.default": topk,
 }

@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 PARAMETERS_NAME = "parameters.irpa"
 # ATen ops kept whole where the core table would decompose them: IREE lowers each well as one op
 # (by name: torch loads only when a model is exported).
-KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+# `eye` too: torch's decomposition makes a uint8 `arange` for small sizes, whose conversion crashes iree-compile 3.13
+# (SIGSEGV; the gated delta rule's chunks in Qwen3.5, Kimi Linear), while IREE lowers `aten.eye` whole.
+KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+            "eye")
 # Core ATen ops (the core table leaves them) that torch-mlir cannot convert: inference batch norm, as arithmetic.
 UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
