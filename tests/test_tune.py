@@ -146,7 +146,7 @@ def work(tmp_path_factory) -> dict:
     dispatch = load_dispatch(benchmark)
     poor_spec = write_spec([Choice(dispatch, POOR)], root / "poor_spec.mlir")
     base = root / "base"
-    run_profile(program, base, repetitions=30, compile=CompileOptions(tuning_spec=poor_spec))
+    run_profile(program, base, repetitions=10, compile=CompileOptions(tuning_spec=poor_spec))
     # with a tuning spec the compiler runs on one thread (iree_tools.SINGLE_THREAD_FLAG)
     assert "--mlir-disable-threading" in (base / "artifacts" / "compile.log").read_text().split("\n", 1)[0]
     config = root / "tune.toml"
@@ -315,7 +315,7 @@ def test_diff_after_tuning_shows_the_gain_on_the_source_line(work, tuned, tmp_pa
     spec, done = tuned
     assert done.returncode == 0, done.stderr
     tuned = work["root"] / "tuned"
-    run_profile(work["program"], tuned, repetitions=30, compile=CompileOptions(tuning_spec=spec))
+    run_profile(work["program"], tuned, repetitions=10, compile=CompileOptions(tuning_spec=spec))
     done = run_cli("diff", str(work["base"]), str(tuned), "--json")
     assert done.returncode == 0, done.stderr
     diff = json.loads(done.stdout)  # diff_profiles' table and end-to-end figures, as --json prints them
@@ -535,7 +535,7 @@ def test_tune_states_the_tunable_share_and_skips_in_one_line(chain, tmp_path):
     profile = tmp_path / "profile"
     run_profile(chain / "chain.mlir", profile, repetitions=3)
     config = tmp_path / "small.toml"
-    config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 2\n")
+    config.write_text("[search]\nbatch_size = 2\n[measure]\nrepetitions = 2\n[select]\nconfirm_rounds = 6\n")
     done = run_cli("tune", str(profile), "--no-strategies", "--trials", "2", "--top", "1", "--rounds", "0", "--config", str(config), "--json")
     assert "Traceback" not in done.stderr, done.stderr
     skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped ")]
