@@ -132,3 +132,11 @@ def test_a_variants_compile_log_runs_again_as_a_shell_reads_it(tmp_path):
         compile_variant(program, list(TARGET_FLAGS), ["--iree-no-such-flag"], tmp_path / "bad", 300.0, "a typo")
     assert "\n" not in str(failed.value) and str(failed.value).startswith("a typo: the program ")
     assert str(failed.value).endswith(f"(see {tmp_path / 'bad' / 'compile.log'})")
+
+
+def test_a_function_that_runs_no_dispatch_is_one_error_keeping_the_build(tmp_path):
+    source = tmp_path / "identity.mlir"
+    source.write_text("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n")
+    done = run_cli("profile", str(source), "-o", str(tmp_path / "out"))
+    assert "ran no dispatch, so there is nothing to profile" in error_line(done)
+    assert (tmp_path / "out" / "artifacts" / "app.vmfb").is_file()  # what was built is kept

@@ -212,6 +212,18 @@ def torch_profile(tmp_path_factory) -> tuple[Profile, nn.Module, torch.Tensor]:
     return tracelink.profile(module, x, out=out, repetitions=5, compare=("none",), console=Console(quiet=True)), module, x
 
 
+def test_a_bare_torch_layer_profiles_and_loads_again(tmp_path):
+    """A module with no forward of the user's (every frame is torch's) has no line to show, and its empty
+    tables keep every column, so the directory loads again."""
+    torch.manual_seed(0)
+    profile = tracelink.profile(nn.Linear(16, 8).eval(), torch.randn(4, 16), out=tmp_path, repetitions=2, compare=("none",),
+                                console=Console(quiet=True))
+    again = load_profile(tmp_path)
+    assert again.source_lines.empty and {"gflops_s", "next_step", "user_self_ns"} <= set(again.source_lines.columns)
+    assert list(again.source_lines.columns) == list(profile.source_lines.columns)
+    assert again.call_sites["total_ns"].sum() > 0
+
+
 def test_torch_hottest_lines_are_the_layer_calls(torch_profile):
     profile, _, _ = torch_profile
     here = Path(__file__).resolve()

@@ -41,6 +41,9 @@ from tracelink.provenance.graph import audit_of, nodes_of_kind
 
 # what the split at the machine's roofs reads on the graph (set by set_roofs)
 PEAK_GFLOPS, PEAK_GBPS, MEDIAN_NS = "peak_gflops", "peak_gbps", "median_ns"
+# a source op's own fields in source_ops.csv, before its statistics
+SOURCE_OP_FIELDS = ["op", "label", "name", "file", "line", "col", "op_names", "op_kinds", "in_input", "compute", "root_of", "producer_in",
+                    "absorbed_in", "lines"]
 STAT_COLUMNS = ["count", "total_ns", "mean_ns", "median_ns", "p10_ns", "p90_ns", "ci95_low_ns", "ci95_high_ns", "share", "noisy"]
 Z_975 = 1.959964
 # A group is flagged noisy when its mean exceeds its median by this factor (a few slow outliers).
@@ -226,9 +229,9 @@ def source_op_table(events: pd.DataFrame, graph: nx.DiGraph, attributed: pd.Data
             "absorbed_in": ";".join(fed.get((node, "absorbed"), [])),
             "lines": ";".join(op_lines(graph, node)),
         })
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=SOURCE_OP_FIELDS)
     if table.empty:
-        return table
+        return table.assign(**{c: pd.Series(dtype=float) for c in STAT_COLUMNS})
     table = table.merge(timed, on="op", how="left") if not timed.empty else table.assign(**{c: np.nan for c in STAT_COLUMNS})
     table[STAT_COLUMNS] = table[STAT_COLUMNS].fillna(0)
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)

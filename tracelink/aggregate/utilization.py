@@ -147,15 +147,21 @@ def with_utilization(table: pd.DataFrame, keys: list[str], values: pd.DataFrame)
     return joined
 
 
+def with_empty_utilization(table: pd.DataFrame) -> pd.DataFrame:
+    """An empty table with :data:`UTILIZATION_COLUMNS` too, so its file has the columns of any other."""
+    return table.reindex(columns=[*table.columns, *(c for c in UTILIZATION_COLUMNS if c not in table)])
+
+
 def op_and_line_utilization(
     call_sites: pd.DataFrame, source_ops: pd.DataFrame, source_lines: pd.DataFrame,
     attribution: pd.DataFrame, line_shares: pd.DataFrame, machine: Machine,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``source_ops`` and ``source_lines`` with :data:`UTILIZATION_COLUMNS` (see the module docstring)."""
     parts = credited(call_sites, attribution)
-    ops = with_utilization(source_ops, ["op"], grouped_utilization(parts, ["op"], machine)) if not source_ops.empty else source_ops
+    ops = with_utilization(source_ops, ["op"], grouped_utilization(parts, ["op"], machine)) if not source_ops.empty else \
+        with_empty_utilization(source_ops)
     if source_lines.empty:
-        return ops, source_lines
+        return ops, with_empty_utilization(source_lines)
     on_lines = parts.merge(line_shares[["op", "file", "line", "user_self"]], on="op")
     for column in ("flops", "bytes", "ns"):
         on_lines[column] = on_lines[column] * on_lines["user_self"]

@@ -66,6 +66,9 @@ def export_hal_profile(run: ToolRun, output_dir: Path, timeout_s: float) -> Path
 def export_bundle(output_dir: Path, timeout_s: float) -> Path:
     """``iree-profile export`` of ``output_dir/run.ireeprof`` to ``run.jsonl`` (ireeperf-jsonl)."""
     bundle, exported = output_dir / RUN_BUNDLE, output_dir / "run.jsonl"
+    if not bundle.is_file():  # the profiler writes its bundle once the device ran something
+        raise TracelinkError(f"{bundle}: the run wrote no HAL profile: the function ran no dispatch, so there is nothing to profile "
+                             "(a function that only returns or reshapes its inputs)")
     ToolRun(profile_export_command(bundle, exported), output_dir / "export.log", f"iree-profile export of {bundle}").wait(timeout_s)
     return exported
 
