@@ -24,6 +24,7 @@ from rich.table import Table
 from tracelink.aggregate.host_time import HOST_DOMINATES_SHARE
 from tracelink.aggregate.components import NO_SCOPE
 from tracelink.aggregate.reference import LOSS_RATIO
+from tracelink.compile.frontends.decompositions import OWN
 from tracelink.profile_dir.functions import FunctionProfiles
 from tracelink.profile_dir.profile import Profile
 from tracelink.report.device_time import device_time_parts
@@ -194,7 +195,9 @@ def print_notes(summary: dict, console: Console) -> None:
 def export_text(summary: dict) -> str | None:
     """One line naming the ops a Python model's export decomposed because IREE could not lower them."""
     if automatic := (summary.get("export") or {}).get("decomposed_automatically"):
-        return f"export: IREE could not lower {', '.join(automatic)} whole; decomposed with torch's own decompositions"
+        own = [name for name in automatic if f"{name}.default" in OWN or name in OWN]
+        whose = f"; tracelink's own for {', '.join(own)}, which no torch table decomposes" if own else ""
+        return f"export: IREE could not lower {', '.join(automatic)} whole; decomposed from torch's own tables{whose}"
     return None
 
 

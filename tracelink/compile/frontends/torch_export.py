@@ -182,15 +182,6 @@ def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
     return table
 
 
-def aten_op(name: str) -> Any:
-    """The ATen op packet ``name`` (``squeeze``) or its overload ``name`` (``squeeze.dims``), else None."""
-    import torch
-
-    from tracelink.compile.frontends.decompositions import op_in
-
-    return op_in(torch.ops.aten, name)
-
-
 def export_failure(error: Exception, origin: str) -> TracelinkError:
     """torch.export's failure as one line, with what to do when the model returns an object export cannot flatten.
 

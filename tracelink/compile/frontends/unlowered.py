@@ -18,6 +18,7 @@ from typing import Any
 from tracelink.atomic import write_text_atomic
 from tracelink.errors import TracelinkError
 from tracelink.compile.frames import LIBRARY_FRAMES, user_frame
+from tracelink.compile.frontends.decompositions import decomposition_name
 from tracelink.iree_tools import compile_command
 from tracelink.tools import run_tool
 
@@ -126,22 +127,6 @@ def file_frames(location: Any) -> list[tuple[str, int]]:
     return frames
 
 
-def decomposition_name(name: str, kept: tuple[str, ...]) -> str | None:
-    """How ``--decompose`` names op ``name`` (``aten.squeeze.dims`` → ``squeeze.dims``; ``aten.erfinv`` →
-    ``erfinv``) when it is an ATen op torch's own table (``torch._decomp``) decomposes and not one of
-    ``kept``; else None."""
-    from torch._decomp import get_decompositions
-
-    from tracelink.compile.frontends.torch_export import aten_op
-
-    short = name.removeprefix("aten.") if name.startswith("aten.") else ""
-    op = aten_op(short)
-    op = getattr(op, "default", None) if op is not None and "." not in short else op
-    if op is None or short.split(".")[0] in kept or not get_decompositions([op]):
-        return None
-    return short
-
-
 def unlowered_error(failed: list[UnloweredOp], origin: str, kept: tuple[str, ...], decomposed: tuple[str, ...], log: Path) -> TracelinkError:
     """One line naming the first op IREE cannot lower, its line and what to try (``kept``: ops tracelink keeps
     whole, which ``--decompose`` can still decompose), how many others failed too and which ops were
@@ -153,7 +138,7 @@ def unlowered_error(failed: list[UnloweredOp], origin: str, kept: tuple[str, ...
     if packet in kept:
         hint = f"tracelink keeps it whole: try --decompose {packet}"
     elif decomposition_name(first.name, ()) is not None:  # decomposed already, and its parts failed
-        hint = f"torch's decomposition of it does not lower either{rewrite}"
+        hint = f"its decomposition does not lower either{rewrite}"
     else:
         hint = f"torch has no decomposition of it{rewrite}"
     others = f"; {len(failed) - 1} more op(s) failed too" if len(failed) > 1 else ""
