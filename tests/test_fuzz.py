@@ -6,6 +6,7 @@ Bounded for ``make test`` (``TRACELINK_FUZZ_EXAMPLES`` examples per property, 60
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -105,6 +106,18 @@ def test_profile_directory_readers(profile_dir: Path, name: str, flips, cut) -> 
             load_profile(copy)
         except TracelinkError as error:
             assert "\n" not in str(error)
+
+
+def test_a_damaged_op_location_inside_the_graph_is_the_graph_files_error(profile_dir: Path, tmp_path: Path) -> None:
+    """The graph's JSON stays valid while an op's members (JSON held in a string inside it) do not."""
+    copy = tmp_path / "copy"
+    shutil.copytree(profile_dir, copy)
+    graph = json.loads((copy / "provenance.json").read_text())
+    op = next(node for node in graph["nodes"] if node.get("members"))
+    op["members"] = op["members"][:-3]
+    (copy / "provenance.json").write_text(json.dumps(graph))
+    with pytest.raises(TracelinkError, match=r"provenance\.json: corrupt provenance graph \(JSONDecodeError"):
+        load_profile(copy)
 
 
 @pytest.mark.parametrize("table", ["call_sites", "exports", "source_ops", "source_lines", "memory_lines", "memory_components"])

@@ -122,17 +122,21 @@ def load_profile(directory: Path) -> Profile:
     sites = tables["call_sites"]
     medians = (dict(zip(pd.to_numeric(sites["call_site"], errors="coerce"), pd.to_numeric(sites["median_ns"], errors="coerce").fillna(0.0)))
                if "median_ns" in sites else {})
-    set_roofs(graph, *peaks, medians)  # what the profile split its dispatches' time at
-    strategies = read_strategies(directory)
     library = tuple(summary.get("library_frames") or LIBRARY_FRAMES)
+    try:  # the graph's node attributes (JSON inside the node-link JSON) are first read here
+        set_roofs(graph, *peaks, medians)  # what the profile split its dispatches' time at
+        attributed, line_shares = attribution(graph), op_line_shares(graph, library)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise TracelinkError(f"{directory / files.GRAPH}: corrupt provenance graph ({type(error).__name__}: {first_line(error)})") from None
+    strategies = read_strategies(directory)
     return Profile(
         strategies=strategies,
         directory=directory,
         summary=summary,
         events=read_frame(directory / files.EVENTS, lambda frame: make_events(frame).astype(EVENT_SCHEMA)),
         graph=graph,
-        attribution=attribution(graph),
-        line_shares=op_line_shares(graph, library),
+        attribution=attributed,
+        line_shares=line_shares,
         shown=shown_tables(tables["call_sites"], tables["source_lines"], tables["source_ops"], summary, strategies),
         **tables,
         **{name: read_frame(directory / files.parquet(name)) for name in files.OPTIONAL_FRAMES if (directory / files.parquet(name)).exists()},
