@@ -428,6 +428,49 @@ def test_python_model_errors_are_one_line(tmp_path):
     assert "make() must return (fn_or_module, example_args)" in line
 
 
+UNEXPORTABLE = """
+import torch
+
+
+class Routed(torch.nn.Module):
+    def forward(self, x):
+        total = x
+        for row in torch.nonzero(x > 0):  # ROUTED
+            total = total + row.sum()
+        return total
+
+
+class Masked(torch.nn.Module):
+    def forward(self, x):
+        mask = torch.ones_like(x).bool()
+        rows, columns = zip(*torch.tensor([[0, 1], [1, 2]]))
+        mask[rows, columns] = False  # MASKED
+        return x * mask
+
+
+def routed():
+    return Routed(), (torch.ones(2, 3),)
+
+
+def masked():
+    return Masked(), (torch.ones(2, 3),)
+"""
+
+
+def test_an_export_failure_names_the_model_line(tmp_path):
+    """torch.export's failure names the model's line it failed at: the line a data-dependent guard names, with what
+    to do, or else the innermost frame of the model's own code (UDOP's index by a tuple of 0-d tensors)."""
+    model = tmp_path / "unexportable.py"
+    model.write_text(UNEXPORTABLE)
+    marks = marked_lines(model)
+    line = error_line(run_cli("profile", f"{model}:routed", "-o", str(tmp_path / "routed")))
+    assert "torch.export failed (GuardOnDataDependentSymNode" in line
+    assert f"at {model}:{marks['ROUTED']} (for row in torch.nonzero(x > 0):" in line and "torch._check()" in line
+    line = error_line(run_cli("profile", f"{model}:masked", "-o", str(tmp_path / "masked")))
+    assert "torch.export failed (RuntimeError" in line and f"at {model}:{marks['MASKED']} (mask[rows, columns] = False" in line
+    assert "torch._check" not in line
+
+
 def test_missing_framework_names_the_extra(monkeypatch):
     monkeypatch.setitem(EXTRAS, "no_such_framework", "nsf")  # a framework that is really not installed
     with pytest.raises(TracelinkError, match=r"needs no_such_framework: pip install 'tracelink\[nsf\]'"):

@@ -21,9 +21,12 @@ ops IREE could not lower, :mod:`tracelink.compile.frontends.lowering`).
 from __future__ import annotations
 
 import contextlib
+import io
 import linecache
+import logging
 import re
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ import numpy as np
 
 from tracelink.errors import TracelinkError, first_line
 from tracelink.atomic import write_text_atomic
+from tracelink.compile.frames import is_library
 from tracelink.compile.frontends.extras import require
 from tracelink.compile.frontends.torch_parameters import ParameterArchive
 
@@ -52,6 +56,8 @@ UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_n
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
 UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
 # One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
+# What torch.export's data-dependent errors put before the user's call that raised them.
+RAISED_AT = "The following call raised this error:"
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
 
 
@@ -105,7 +111,7 @@ def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompos
     import torch
 
     table = decomposition_table(decompose, origin)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch_export_quiet():
         # torch's own deprecations inside export (pytree's LeafSpec, 2.13) say nothing about the user's model.
         warnings.simplefilter("ignore", FutureWarning)
         try:
@@ -119,6 +125,18 @@ def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompos
             return program.run_decompositions(table)
         except Exception as error:  # the user's module failed to trace: any exception type
             raise export_failure(error, origin) from None
+
+
+@contextlib.contextmanager
+def torch_export_quiet() -> Iterator[None]:
+    """Keep what torch logs and prints off stderr during the block: a failed export prints its
+    partial graph (torch 2.13, unconditionally) and logs it again, where the user reads one error line."""
+    logging.disable(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 # Dynamo installs each graph it compiles as a global of the frame it traced, to be removed with that frame's
@@ -183,7 +201,8 @@ def decomposition_table(decompose: tuple[str, ...], origin: str) -> Any:
 
 
 def export_failure(error: Exception, origin: str) -> TracelinkError:
-    """torch.export's failure as one line, with what to do when the model returns an object export cannot flatten.
+    """torch.export's failure as one line: the user's line it failed at (:func:`failing_line`), and what to do when
+    a tensor's values decide the trace there or the model returns an object export cannot flatten.
 
     A Hugging Face model built with its default ``use_cache=True`` returns its key/value cache (a
     ``DynamicCache``). Registering transformers' pytree for it lets export trace the model, but then
@@ -191,12 +210,35 @@ def export_failure(error: Exception, origin: str) -> TracelinkError:
     """
     detail = first_line(error)
     unflattened = UNFLATTENED_OUTPUT.search(detail)
-    if unflattened is None:
-        return TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {detail})")
-    kind = unflattened["type"].rsplit(".", 1)[-1]
-    hint = "build the model with use_cache=False" if "Cache" in kind else "return its tensors"
-    return TracelinkError(f"{origin}: torch.export cannot flatten the {kind} the model returns: {hint}, "
-                          "or profile a wrapper module whose forward returns tensors")
+    if unflattened is not None:
+        kind = unflattened["type"].rsplit(".", 1)[-1]
+        hint = "build the model with use_cache=False" if "Cache" in kind else "return its tensors"
+        return TracelinkError(f"{origin}: torch.export cannot flatten the {kind} the model returns: {hint}, "
+                              "or profile a wrapper module whose forward returns tensors")
+    line, code = failing_line(error)
+    where = f", at {line} ({code})" if code else f", at {line}" if line else ""
+    data_dependent = "data-dependent" in detail
+    hint = ("; a tensor's values decide control flow or a size there, which torch.export cannot trace: compute it "
+            "from sizes, or state it with torch._check() before that line") if data_dependent and line else ""
+    return TracelinkError(f"{origin}: torch.export failed ({type(error).__name__}: {detail}){where}{hint}")
+
+
+def failing_line(error: BaseException) -> tuple[str, str]:
+    """The ``file:line`` of the model's code where export failed and that line's code, ('', '') when none is known.
+
+    A data-dependent failure names the call that raised it in its message (raised deep in torch's shape
+    checks, its traceback ends in the caller's wrapper); otherwise it is the innermost frame of the
+    traceback outside library code (:mod:`tracelink.compile.frames`).
+    """
+    _, raised_at, rest = str(error).partition(RAISED_AT)
+    named = FRAME.search(rest) if raised_at else None
+    if named is not None:
+        return f"{named['file']}:{named['line']}", named["code"].strip()
+    frames = [frame for frame in reversed(traceback.extract_tb(error.__traceback__))
+              if not frame.filename.startswith("<") and not is_library(frame.filename)]
+    if not frames:
+        return "", ""
+    return f"{frames[0].filename}:{frames[0].lineno}", (frames[0].line or "").strip()
 
 
 def node_location(node: torch.fx.Node, context: Any, torch_dir: Path) -> Any:
