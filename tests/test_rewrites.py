@@ -5,7 +5,10 @@ and lets IREE's im2col reach the convolutions (the global-optimization phase dum
 tests/test_tune_reference.py tunes a PyTorch audio front end with it.
 patches-as-matmul: a patch embedding becomes a matmul at its line, computing what it computed, and a
 convolution that does not tile its input is left alone. grouped-conv-as-matmul: both grouped forms
-(strided and dilated) become a batch matmul at their lines, computing what they computed."""
+(strided and dilated) become a batch matmul at their lines, computing what they computed.
+attention-as-matmuls: attention with a boolean mask, a float mask and none becomes two batch matmuls around
+a softmax at its line, computing what it computed; attention whose score region changes the score is
+left alone."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key,
 PROGRAM = REPO / "tests" / "data" / "conv1d.mlir"
 PATCHES = REPO / "tests" / "data" / "patch_embedding.mlir"
 GROUPED = REPO / "tests" / "data" / "grouped_conv.mlir"
+ATTENTION = REPO / "tests" / "data" / "attention.mlir"
 FLAGS = [*TARGET_FLAGS, "--iree-llvmcpu-target-cpu=host", "--mlir-print-debuginfo"]
 # the 1-D convolutions' lines in PROGRAM, with the 2-D op each becomes and its strides and dilations
 CONVOLUTIONS = {12: ("linalg.conv_2d_nchw_fchw", [1, 2], [1, 1]), 17: ("linalg.conv_2d_nhwc_hwcf", [1, 1], [1, 1]),
@@ -56,13 +60,13 @@ def random_inputs(where: Path, shapes: list[tuple[int, ...]], seed: int) -> list
     return [f"@{where / f'in{index}.npy'}" for index in range(len(shapes))]
 
 
-def same_results(program: Path, rewritten: Path, flags: list[str], inputs: list[str], where: Path) -> np.ndarray:
-    """Both programs built (the rewritten one with ``flags``) and run on ``inputs``: the original's result,
-    asserted equal to the rewritten one's."""
+def same_results(program: Path, rewritten: Path, flags: list[str], inputs: list[str], where: Path, outputs: int = 1) -> np.ndarray:
+    """Both programs built (the rewritten one with ``flags``) and run on ``inputs``: the original's first result,
+    all ``outputs`` of its results asserted equal to the rewritten one's."""
     original = compile_variant(program, FLAGS, [], where / "original", 300.0, "original")
     built = compile_variant(rewritten, FLAGS, flags, where / "rewritten", 300.0, "rewritten")
-    reference = run_outputs(original, "main", inputs, [], 1, where / "original_out", 120.0)
-    agree, why = outputs_agree(reference, run_outputs(built, "main", inputs, [], 1, where / "rewritten_out", 120.0), 1e-5)
+    reference = run_outputs(original, "main", inputs, [], outputs, where / "original_out", 120.0)
+    agree, why = outputs_agree(reference, run_outputs(built, "main", inputs, [], outputs, where / "rewritten_out", 120.0), 1e-5)
     assert agree, why
     assert np.abs(reference[0]).max() > 1  # random inputs: a real result, not zeros
     return reference[0]
@@ -198,3 +202,25 @@ def test_grouped_convolutions_become_batch_matmuls_computing_what_they_computed(
     inputs = random_inputs(tmp_path, [(1, 4, 3, 1, 40), (4, 3, 3, 1, 8), (5, 4, 3, 3, 3)], 7)
     for flags in ([], ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"]):
         assert same_results(GROUPED, done.program, flags, inputs, tmp_path / str(len(flags))).shape == (1, 4, 5, 1, 9)
+
+
+def test_attention_becomes_batch_matmuls_around_a_softmax_computing_what_it_computed(tmp_path):
+    source = input_program(ATTENTION, FLAGS, tmp_path / "input", 300.0)
+    [done] = rewrite_program(source, ("attention-as-matmuls",), tmp_path / "rewritten" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (3, 3)  # the attention whose region scales the score is not its form
+    by_line = linalg_by_line(done.program, ATTENTION.name)
+    made = ["linalg.transpose", "linalg.fill", "linalg.batch_matmul", "linalg.generic", "linalg.softmax", "linalg.fill",
+            "linalg.batch_matmul"]
+    for line in (22, 26, 30):  # masked by booleans, by floats, not masked
+        assert [op.name for op in by_line[line] if op.name.startswith("linalg.") and op.name != "linalg.yield"] == made
+    assert [op.name for op in by_line[34] if op.name.startswith("iree_linalg_ext.")] == ["iree_linalg_ext.attention"]
+    inputs = random_inputs(tmp_path, [(2, 10, 8), (2, 12, 8), (2, 12, 6), (2, 10, 12)], 11)
+    for flags in ([], ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"]):
+        assert same_results(ATTENTION, done.program, flags, inputs, tmp_path / str(len(flags)), outputs=4).shape == (2, 10, 6)
+
+
+def test_attention_as_matmuls_is_a_layout_combined_with_the_lowerings():
+    options = {option.name: option for option in OPTIONS}
+    singles = [Candidate(options[name]) for name in ("attention-as-matmuls", "data-tiling", "patches-as-matmul")]
+    built = {option.name: option for option in combinations(singles[:1], singles)}
+    assert built["attention-as-matmuls+data-tiling+patches-as-matmul"].rewrites == ("attention-as-matmuls", "patches-as-matmul")

@@ -7,6 +7,7 @@ benchmark tool."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -28,7 +29,11 @@ from tracelink.commands.tune import print_anchor, losing_line_repros
 from tracelink.compare.diff import run_inputs, run_parameters
 from tracelink.profile_dir.profile import load_profile
 from tracelink.report.json_output import SCHEMA_PATH
+from tracelink.profile_dir import files
 from tracelink.tune.anchor import Anchor, race_anchor
+from tracelink.tune.session import Session, handed_profile
+from tracelink.tune.strategy import SearchResult
+from tracelink.tune.strategy_space import OPTIONS, Candidate, option_flags
 
 MODEL = REPO / "tests" / "data" / "audio_frontend.py"
 CONFIG = """[strategy]
@@ -168,3 +173,23 @@ def test_the_handed_over_command_runs_and_keeps_the_user_lines(tuned, tmp_path):
     lines = load_profile(tmp_path / "applied").source_lines
     hot = lines[lines["file"].map(lambda f: Path(str(f)).name) == MODEL.name]
     assert {16, 17} <= set(hot["line"].astype(int)) and hot["total_ns"].sum() > 0
+
+
+def test_a_winner_the_budget_left_unprofiled_is_still_what_is_raced_and_profiled(tuned, tmp_path):
+    """When the budget runs out before the winning strategy is profiled, the build handed over (and raced
+    against the reference) is still the winner's own, not the default build the tile search would have run
+    on, and its lines come from profiling that build, not from the default's profile."""
+    base = tuned["base"]
+    option = next(option for option in OPTIONS if option.name == "conv1d-as-conv2d")
+    winner = Candidate(option, status="faster", ratio=5.0, vmfb=tmp_path / "winner.vmfb", program=tmp_path / "program.mlir")
+    session = Session(SearchResult([winner], winner, []), base)
+    assert session.handed_build() == winner.vmfb and not session.winner_profiled()
+    asked = []
+
+    def profile_build(flags: list[str], directory: Path, program: Path | None) -> Path:
+        asked.append((flags, directory, program))
+        return base.directory
+
+    handed_profile(base, session, profile_build, Console(file=io.StringIO()))
+    assert asked == [(option_flags(option), base.directory / files.TUNE_HANDED, winner.program)]
+    assert Session(SearchResult([winner], None, []), base).handed_build() is None

@@ -43,7 +43,7 @@ TUNE_CHECK = PurePosixPath(TUNE, "program_check.json")
 TUNE_REFERENCE = PurePosixPath(TUNE, "reference.json")  # the framework's reference raced against the default and handed builds
 TUNE_REFERENCE_LINES = PurePosixPath(TUNE, "reference_lines.csv")  # per line: IREE before, IREE after, the reference
 TUNE_REFERENCE_DIR = PurePosixPath(TUNE, "reference")  # the reference's run files, and repros of the lines it still wins
-TUNE_HANDED = PurePosixPath(TUNE, "handed")  # the profile of the build handed over, when a tuning was added to a strategy
+TUNE_HANDED = PurePosixPath(TUNE, "handed")  # the profile of the build handed over: a strategy with a tuning added, or one left unprofiled
 
 
 def csv(table: str) -> str:

@@ -22,6 +22,15 @@ becomes a batch matmul, one batch per group: its windows copied out (a ``linalg.
 input at ``ho·s + kh·d``, one row per output position: G × N·Ho·Wo × C·Kh·Kw), times the group's
 flattened, transposed filter, transposed back to NGFHW. IREE's im2col pass and conv data tiling leave
 grouped convolutions to a direct loop nest, as they do 1-D ones.
+
+**attention-as-matmuls**: an attention op (``iree_linalg_ext.attention`` with one batch dimension, its
+score region the identity) becomes what it computes, unfused: the scores as a batch matmul of the
+queries and the transposed keys, scaled and masked by a ``linalg.generic`` (a boolean mask's false
+positions at -inf, a float mask added), a ``linalg.softmax`` over the keys, and a batch matmul of the
+probabilities and the values. Data tiling then packs both matmuls as any batch matmul, where IREE's
+attention dispatch, or its online form decomposed (``decompose-attention``), computes the scores a tile
+of keys at a time with running maxima and sums. The scores are held whole (batch × queries × keys), which
+for a ViT's or an encoder's few hundred tokens is a few hundred KiB.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
-from iree.compiler.dialects import linalg, tensor
+from iree.compiler.dialects import arith, linalg, tensor
 
 from tracelink.errors import TracelinkError
 from tracelink.ir_utils import new_context, parse_file, walk
@@ -193,11 +202,74 @@ def grouped_as_batch_matmul(op: ir.Operation) -> bool:
     return True
 
 
+def attention_dims(op: ir.Operation) -> tuple[int, int, int, int, int] | None:
+    """The iteration dimensions (batch, query, key-value, head, value head) of an attention op in the one form
+    :func:`attention_as_matmuls` rewrites, else None: queries (b, m, k1), keys (b, n, k1), values (b, n, k2), a
+    scalar scale, an optional mask (b, m, n), the output (b, m, k2), static shapes, a region that yields the
+    score as it is."""
+    if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
+        return None
+    maps = [[dim.position if isinstance(dim := expr.maybe_downcast(), ir.AffineDimExpr) else -1
+             for expr in ir.AffineMapAttr(attribute).value.results] for attribute in op.attributes["indexing_maps"]]
+    if any(-1 in positions for positions in maps) or any(len(positions) != 3 for positions in maps[:3]):
+        return None
+    (b, m, k1), (b_k, n, k1_k), (b_v, n_v, k2) = maps[:3]
+    expected = [[b, m, k1], [b, n, k1], [b, n, k2], [], *([[b, m, n]] if len(maps) == 6 else []), [b, m, k2]]
+    body = op.regions[0].blocks[0]
+    yields_score = len(body.operations) == 1 and list(body.operations[0].operands) == [body.arguments[0]]
+    static = all(ir.RankedTensorType(value.type).has_static_shape for value in op.operands if isinstance(value.type, ir.RankedTensorType))
+    if maps != expected or len({b, m, n, k1, k2}) != 5 or not (yields_score and static):
+        return None
+    return b, m, n, k1, k2
+
+
+def is_plain_attention(op: ir.Operation) -> bool:
+    return attention_dims(op) is not None
+
+
+def zeros(shape: list[int], element: ir.Type) -> ir.Value:
+    """A zero-filled tensor: the accumulator of a matmul made here."""
+    return linalg.fill(arith.constant(element, 0.0), outs=[tensor.empty(shape, element)])
+
+
+def attention_as_matmuls(op: ir.Operation) -> bool:
+    """Replace the attention ``op`` by a batch matmul of its queries and transposed keys, a scale-and-mask
+    ``linalg.generic``, a ``linalg.softmax`` over the keys and a batch matmul with its values (every op made at
+    its location)."""
+    query, key, value, scale, *rest = op.operands
+    mask = rest[0] if len(rest) == 2 else None
+    batch, queries, head = ir.RankedTensorType(query.type).shape
+    keys, value_head = ir.RankedTensorType(value.type).shape[1:]
+    element = ir.RankedTensorType(op.results[0].type).element_type
+    identity = ir.AffineMap.get_identity(3)
+    with op.location, ir.InsertionPoint(op):
+        scores = linalg.batch_matmul(query, transposed(key, [0, 2, 1]), outs=[zeros([batch, queries, keys], element)])
+        masked = [scores, mask] if mask is not None else [scores]
+
+        @linalg.generic(masked, [tensor.empty([batch, queries, keys], element)], [identity] * (len(masked) + 1),
+                        [linalg.IteratorType.parallel] * 3)
+        def scaled(score: ir.Value, *more: ir.Value) -> ir.Value:
+            result = arith.mulf(score, scale)
+            if mask is None:
+                return result
+            if isinstance(more[0].type, ir.IntegerType):
+                return arith.select(more[0], result, arith.constant(element, float("-inf")))
+            return arith.addf(result, more[0])
+
+        probabilities = linalg.softmax([scores.type], scaled, tensor.empty([batch, queries, keys], element), 2)
+        result = linalg.batch_matmul(probabilities, value, outs=[zeros([batch, queries, value_head], element)])
+        op.results[0].replace_all_uses_with(result)
+    op.erase()
+    return True
+
+
 CONV1D_AS_CONV2D = Rewrite("conv1d-as-conv2d", as_conv2d, is_conv1d)
 PATCHES_AS_MATMUL = Rewrite("patches-as-matmul", patches_as_matmul, is_patch_embedding)
 GROUPED_CONV_AS_MATMUL = Rewrite("grouped-conv-as-matmul", grouped_as_batch_matmul, is_grouped_convolution)
+ATTENTION_AS_MATMULS = Rewrite("attention-as-matmuls", attention_as_matmuls, is_plain_attention)
 # the rewrites a strategy's Option names
-PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL, GROUPED_CONV_AS_MATMUL)}
+PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL, GROUPED_CONV_AS_MATMUL,
+                                                                                          ATTENTION_AS_MATMULS)}
 
 
 def rewrite_program(source: Path, names: tuple[str, ...], output: Path, inside: Path) -> list[Composition]:

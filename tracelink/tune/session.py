@@ -61,12 +61,16 @@ class Session:
         return [*self.strategy_flags(), *(self.tuning.flags() if self.tuning else [])]
 
     def handed_build(self) -> Path | None:
-        """The compiled program handed over (None: the default build is best)."""
+        """The compiled program handed over (None: the default build is best): the winning strategy's own build,
+        raced in the search, profiled or not, or that build with the tuning on top."""
         if self.tuning is not None:
             return self.tuned_profile.directory / files.TUNE / "spec_check" / files.VMFB
-        if self.strategy_flags():
-            return self.tuned_profile.artifacts / files.VMFB
-        return None
+        winner = self.strategies.winner if self.strategies else None
+        return winner.vmfb if winner else None
+
+    def winner_profiled(self) -> bool:
+        """Whether the winning strategy has its own profile (the budget can run out before it is made)."""
+        return bool(self.strategies and self.strategies.winner and self.strategies.winner.name in self.strategies.profiles)
 
 
 def tune_session(profile: Profile, config: TuneConfig, dispatch_name: str | None, resume: bool, spec_path: Path | None,
@@ -137,11 +141,11 @@ def anchor_against_reference(profile: Profile, session: Session, config: TuneCon
 
 def handed_profile(profile: Profile, session: Session, profile_build: ProfileBuild | None, console: Console) -> Profile:
     """The profile of the build handed over: the base's when the default is best, the winning strategy's
-    when no tuning was added to it, else the handed-over build profiled now (the strategy's profile when
-    it cannot be)."""
+    when no tuning was added to it, else the handed-over build profiled now (the tuned or unprofiled winner;
+    the profile tuned on when it cannot be)."""
     if session.handed_build() is None:
         return profile
-    if session.tuning is None or profile_build is None:
+    if (session.tuning is None and session.winner_profiled()) or profile_build is None:
         return session.tuned_profile
     try:
         with console.status("profiling the build handed over, for its lines against the reference"):

@@ -66,6 +66,11 @@ OPTIONS: tuple[Option, ...] = (
     # direct loop nest. One op or a few of a model, so combined as patches-as-matmul is; searched only
     # where the program has one.
     Option("grouped-conv-as-matmul", rewrites=("grouped-conv-as-matmul",), role="lowering"),
+    # attention as two batch matmuls around a softmax (tracelink.tune.rewrites), so data tiling packs both
+    # matmuls whole: the other way to reach the matmuls of attention than decompose-attention's online form,
+    # which computes the scores a tile of keys at a time. Searched where the program has attention in the
+    # form it rewrites.
+    Option("attention-as-matmuls", rewrites=("attention-as-matmuls",), role="layout"),
 )
 # Options that act on one kind of op only: searched where a dispatch of the profile has that root op.
 ROOT_OP_OF = {"decompose-attention": "iree_linalg_ext.attention"}
