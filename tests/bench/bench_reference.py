@@ -29,7 +29,7 @@ from tracelink.collect.reference.race import timed_calls, warm_up  # noqa: E402
 from tracelink.collect.reference.torch_eager import TorchRunner  # noqa: E402
 from tests.test_reference import Encoder  # noqa: E402
 
-CALLS, PROFILED, ROUNDS = 10, 2, 5
+CALLS, PROFILED, ROUNDS = 30, 5, 15
 
 
 def main() -> None:
