@@ -22,6 +22,7 @@ from tests.conftest import run_profile
 from tests.test_bad_input import error_line, run_cli
 from tracelink.errors import TracelinkError
 from tracelink.compile.frontends import load_entry
+from tracelink.compile.frontends.torch_export import exported_program, python_frames
 from tracelink.compile.frontends.extras import EXTRAS, require
 from tracelink.profile_dir.profile import Profile, load_profile
 from tracelink.compare.diff import run_parameters
@@ -469,6 +470,56 @@ def test_an_export_failure_names_the_model_line(tmp_path):
     line = error_line(run_cli("profile", f"{model}:masked", "-o", str(tmp_path / "masked")))
     assert "torch.export failed (RuntimeError" in line and f"at {model}:{marks['MASKED']} (mask[rows, columns] = False" in line
     assert "torch._check" not in line
+
+
+NO_GRAD = """
+import torch
+
+
+class Smoothed(torch.nn.Module):
+    def forward(self, x):
+        with torch.no_grad():
+            smooth = torch.nn.functional.softplus(x)  # SMOOTH
+        return smooth * 2  # DOUBLE
+
+
+def make():
+    return Smoothed(), (torch.randn(4, 6),)
+
+
+class Picked(torch.nn.Module):
+    def forward(self, x):
+        picked = x[:, x.sum(0) > 0]  # PICKED
+        return picked.topk(min(2, picked.shape[1]), dim=1).values
+
+
+def picked():
+    return Picked(), (torch.randn(4, 6),)
+"""
+
+
+def test_ops_decomposed_inside_a_no_grad_region_keep_the_model_line(tmp_path):
+    """torch's decomposition gives the ops it makes from a ``torch.no_grad()`` region (a higher-order op's body) the
+    body's generated code as their stack; the export gives them back the model's line they came from."""
+    model = tmp_path / "smoothed.py"
+    model.write_text(NO_GRAD)
+    marks = marked_lines(model)
+    loaded = load_entry(f"{model}:make")
+    program = exported_program(loaded.target, loaded.args, "smoothed")
+    lines = {node.name: [line for file, line, _, _ in python_frames(node.meta.get("stack_trace") or "", Path(torch.__file__).parent)
+                         if file == str(model)]
+             for node in program.graph.nodes if node.op == "call_function"}
+    assert {"exp", "log1p", "where"} <= set(lines)  # softplus, decomposed
+    assert all(found == [marks["SMOOTH"]] for name, found in lines.items() if name != "mul") and lines["mul"] == [marks["DOUBLE"]]
+
+
+def test_an_importer_limit_names_the_model_line(tmp_path):
+    """An op IREE's FX importer cannot import (``sym_min`` of a data-dependent size) is named with the model's line."""
+    model = tmp_path / "picked.py"
+    model.write_text(NO_GRAD)
+    line = error_line(run_cli("profile", f"{model}:picked", "-o", str(tmp_path / "out")))
+    assert "IREE's FX importer failed (NotImplementedError" in line and "sym_min" in line
+    assert line.endswith(f"at {model}:{marked_lines(model)['PICKED']} (picked = x[:, x.sum(0) > 0]  # PICKED)")
 
 
 def test_missing_framework_names_the_extra(monkeypatch):

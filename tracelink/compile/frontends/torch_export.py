@@ -56,6 +56,9 @@ UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_n
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
 UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
 # One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
+# The stack run_decompositions gives the ops it makes from a higher-order op's body (a `torch.no_grad()` region of
+# the forward, `wrap_with_set_grad_enabled`): the body's generated code, naming the node it made them from.
+GRAPH_CODE_FRAME = re.compile(r'File "<eval_with_key>\.\d+", line \d+, in \w+\n\s*(?P<name>\w+)(?:, \w+)* = ')
 # What torch.export's data-dependent errors put before the user's call that raised them.
 RAISED_AT = "The following call raised this error:"
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
@@ -81,14 +84,19 @@ def export_torch(entries: dict[str, tuple[torch.nn.Module, tuple]], output: Path
 
     programs = {name: exported_program(module, args, origin, decompose) for name, (module, args) in entries.items()}
 
+    torch_dir = Path(torch.__file__).parent
+
     class LocatedContextCache(fx_importer.ContextCache):
+        imported: torch.fx.Node | None = None  # the node being imported: the importer asks its location first
+
         def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
-            return node_location(node, self._c, Path(torch.__file__).parent)
+            self.imported = node
+            return node_location(node, self._c, torch_dir)
 
     archive = ParameterArchive()
     importer = fx_importer.FxImporter(context=ir.Context(), hooks=archive.hooks())
     # The importer asks its context cache for every node's location; swap in the cache that builds ours.
-    importer._cc = LocatedContextCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
+    importer._cc = cache = LocatedContextCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
     try:
         for name, program in programs.items():
             importer.import_program(program, func_name=name)
@@ -96,7 +104,9 @@ def export_torch(entries: dict[str, tuple[torch.nn.Module, tuple]], output: Path
     except (ir.MLIRError, NotImplementedError, ValueError, KeyError, RuntimeError) as error:
         # A verifier error's first line is only "Verification failed:"; its diagnostic follows.
         detail = " ".join(str(error).split())[:300]
-        raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {detail})") from None
+        line = node_user_line(cache.imported, torch_dir) if isinstance(error, NotImplementedError) and cache.imported else ""
+        where = f", at {line}" if line else ""
+        raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {detail}){where}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(output, importer.module.operation.get_asm(enable_debug_info=True))
     parameters = archive.write(output.with_name(PARAMETERS_NAME))
@@ -122,9 +132,29 @@ def exported_program(module: torch.nn.Module, args: tuple, origin: str, decompos
         try:
             program = program or torch.export.export(module, tuple(args), strict=False)
             # Functional core ATen ops (an in-place `relu_` is not valid on the importer's value tensors).
-            return program.run_decompositions(table)
+            decomposed = program.run_decompositions(table)
+            restore_stacks(decomposed, program)
+            return decomposed
         except Exception as error:  # the user's module failed to trace: any exception type
             raise export_failure(error, origin) from None
+
+
+def restore_stacks(decomposed: Any, exported: Any) -> None:
+    """Give each node of ``decomposed`` whose stack is generated graph code (:data:`GRAPH_CODE_FRAME`) the stack of
+    the node of ``exported`` that code line made, looked up in the higher-order ops' bodies first (whose code it is),
+    then in the program's own graph."""
+    import torch
+
+    graphs = [module.graph for module in exported.graph_module.modules() if isinstance(module, torch.fx.GraphModule)]
+    stacks: dict[str, str] = {}
+    for graph in [*graphs[1:], *graphs[:1]]:
+        for node in graph.nodes:
+            if node.meta.get("stack_trace"):
+                stacks.setdefault(node.name, node.meta["stack_trace"])
+    for node in decomposed.graph.nodes:
+        made_by = GRAPH_CODE_FRAME.search(node.meta.get("stack_trace") or "")
+        if made_by and made_by["name"] in stacks:
+            node.meta["stack_trace"] = stacks[made_by["name"]]
 
 
 @contextlib.contextmanager
@@ -267,6 +297,16 @@ def node_location(node: torch.fx.Node, context: Any, torch_dir: Path) -> Any:
     else:
         child = ir.Location.callsite(frames[0], frames[1:], context=context)
     return ir.Location.name(scoped_name(module_stack, op_name(node)), childLoc=child, context=context)
+
+
+def node_user_line(node: torch.fx.Node, torch_dir: Path) -> str:
+    """``file:line (code)`` of the innermost frame of the model's code in an FX node's stack, '' without one."""
+    frames = [(file, line) for file, line, _, _ in python_frames(node.meta.get("stack_trace") or "", torch_dir)
+              if not file.startswith("<") and not is_library(file)]
+    if not frames:
+        return ""
+    file, line = frames[0]
+    return f"{file}:{line} ({linecache.getline(file, line).strip()})"
 
 
 def python_frames(stack_trace: str, torch_dir: Path) -> list[tuple[str, int, int, str]]:
