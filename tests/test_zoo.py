@@ -60,6 +60,16 @@ def test_a_model_that_hangs_or_runs_out_of_memory_is_one_row_with_one_line(tmp_p
     json.dumps(hung.__dict__)  # a row is a JSON line of results.jsonl
 
 
+def test_a_retry_of_some_architectures_keeps_the_rows_of_the_others(tmp_path):
+    quick = zoo.Limits(timeout_s=1)  # each build times out: a failed row in seconds
+    zoo.sweep(["gpt2", "vit"], tmp_path, jobs=1, limits=quick)
+    before = {row.architecture: row for row in zoo.load_rows(tmp_path / zoo.RESULTS)}
+    zoo.sweep(["gpt2"], tmp_path, jobs=1, limits=quick, retry=("build",))
+    after = zoo.load_rows(tmp_path / zoo.RESULTS)
+    assert sorted(row.architecture for row in after) == ["gpt2", "vit"]
+    assert next(row for row in after if row.architecture == "vit") == before["vit"]
+
+
 def test_a_failure_s_cause_leaves_out_what_differs_between_models():
     first = zoo.cause("/tmp/a/model.py:make: IREE cannot lower aten.cummax (torch.operator), from /x/modeling_a.py:14; "
                       "torch has no decomposition of it (log: /tmp/a/compile.log)")

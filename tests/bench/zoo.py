@@ -322,11 +322,13 @@ def chosen(only: str | None, limit: int | None) -> list[str]:
 def sweep(names: list[str], out: Path, jobs: int, limits: Limits, retry: tuple[str, ...] = (),
           ray: RayOptions | None = None, last_stage: str = "profile") -> list[Row]:
     """Sweep ``names`` not already in ``out/results.jsonl`` up to ``last_stage``, ``jobs`` at a time, appending each
-    row as it ends; rows that failed at a stage of ``retry`` are dropped first and swept again, and so are rows that
-    got through an earlier last stage than this one; as Ray tasks on the runtime ``ray`` names when given."""
+    row as it ends; rows of ``names`` that failed at a stage of ``retry`` are dropped first and swept again (the other
+    rows stay), and so are rows that got through an earlier last stage than this one; as Ray tasks on the runtime
+    ``ray`` names when given."""
     results = out / RESULTS
     if retry:
-        kept = [row for row in load_rows(results) if row.failed_stage not in retry]
+        swept = set(names)
+        kept = [row for row in load_rows(results) if row.failed_stage not in retry or row.architecture not in swept]
         results.write_text("".join(json.dumps(asdict(row)) + "\n" for row in kept))
     done = {row.architecture for row in load_rows(results) if done_to(row, last_stage)}
     todo = [name for name in names if name not in done]
