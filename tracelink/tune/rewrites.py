@@ -202,29 +202,22 @@ def grouped_as_batch_matmul(op: ir.Operation) -> bool:
     return True
 
 
-def attention_dims(op: ir.Operation) -> tuple[int, int, int, int, int] | None:
-    """The iteration dimensions (batch, query, key-value, head, value head) of an attention op in the one form
-    :func:`attention_as_matmuls` rewrites, else None: queries (b, m, k1), keys (b, n, k1), values (b, n, k2), a
-    scalar scale, an optional mask (b, m, n), the output (b, m, k2), static shapes, a region that yields the
-    score as it is."""
+def is_plain_attention(op: ir.Operation) -> bool:
+    """An attention op in the one form :func:`attention_as_matmuls` rewrites: queries (b, m, k1), keys (b, n, k1),
+    values (b, n, k2), a scalar scale, an optional mask (b, m, n), the output (b, m, k2), static shapes, and a
+    region that yields the score as it is."""
     if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
-        return None
+        return False
     maps = [[dim.position if isinstance(dim := expr.maybe_downcast(), ir.AffineDimExpr) else -1
              for expr in ir.AffineMapAttr(attribute).value.results] for attribute in op.attributes["indexing_maps"]]
     if any(-1 in positions for positions in maps) or any(len(positions) != 3 for positions in maps[:3]):
-        return None
-    (b, m, k1), (b_k, n, k1_k), (b_v, n_v, k2) = maps[:3]
+        return False
+    (b, m, k1), (_, n, _), (_, _, k2) = maps[:3]
     expected = [[b, m, k1], [b, n, k1], [b, n, k2], [], *([[b, m, n]] if len(maps) == 6 else []), [b, m, k2]]
     body = op.regions[0].blocks[0]
     yields_score = len(body.operations) == 1 and list(body.operations[0].operands) == [body.arguments[0]]
     static = all(ir.RankedTensorType(value.type).has_static_shape for value in op.operands if isinstance(value.type, ir.RankedTensorType))
-    if maps != expected or len({b, m, n, k1, k2}) != 5 or not (yields_score and static):
-        return None
-    return b, m, n, k1, k2
-
-
-def is_plain_attention(op: ir.Operation) -> bool:
-    return attention_dims(op) is not None
+    return maps == expected and len({b, m, n, k1, k2}) == 5 and yields_score and static
 
 
 def zeros(shape: list[int], element: ir.Type) -> ir.Value:
@@ -238,7 +231,7 @@ def attention_as_matmuls(op: ir.Operation) -> bool:
     its location)."""
     query, key, value, scale, *rest = op.operands
     mask = rest[0] if len(rest) == 2 else None
-    batch, queries, head = ir.RankedTensorType(query.type).shape
+    batch, queries, _ = ir.RankedTensorType(query.type).shape
     keys, value_head = ir.RankedTensorType(value.type).shape[1:]
     element = ir.RankedTensorType(op.results[0].type).element_type
     identity = ir.AffineMap.get_identity(3)

@@ -55,12 +55,12 @@ KEPT_OPS = ("scaled_dot_product_attention", "linear", "matmul", "conv1d", "conv2
 UNCONVERTED_CORE_OPS = ("_native_batch_norm_legit_no_training", "_native_batch_norm_legit", "_native_batch_norm_legit_functional")
 # torch.export's error for an output type it cannot flatten ("Found <class '...DynamicCache'> in output").
 UNFLATTENED_OUTPUT = re.compile(r"Found <class '(?P<type>[^']+)'> in output")
-# One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
 # The stack run_decompositions gives the ops it makes from a higher-order op's body (a `torch.no_grad()` region of
 # the forward, `wrap_with_set_grad_enabled`): the body's generated code, naming the node it made them from.
 GRAPH_CODE_FRAME = re.compile(r'File "<eval_with_key>\.\d+", line \d+, in \w+\n\s*(?P<name>\w+)(?:, \w+)* = ')
 # What torch.export's data-dependent errors put before the user's call that raised them.
 RAISED_AT = "The following call raised this error:"
+# One frame of a formatted Python traceback: its header, code line and optional caret line under the code.
 FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)\n(?P<code> *.*\n?)(?P<carets> *[~^]+ *\n?)?', re.MULTILINE)
 
 
