@@ -100,11 +100,12 @@ def export_torch(entries: dict[str, tuple[torch.nn.Module, tuple]], output: Path
     try:
         for name, program in programs.items():
             importer.import_program(program, func_name=name)
+        cache.imported = None  # the verifier's failure is the whole module's, not the last node's
         importer.module.operation.verify()
     except (ir.MLIRError, NotImplementedError, ValueError, KeyError, RuntimeError) as error:
         # A verifier error's first line is only "Verification failed:"; its diagnostic follows.
         detail = " ".join(str(error).split())[:300]
-        line = node_user_line(cache.imported, torch_dir) if isinstance(error, NotImplementedError) and cache.imported else ""
+        line = node_user_line(cache.imported, torch_dir) if cache.imported is not None else ""
         where = f", at {line}" if line else ""
         raise TracelinkError(f"{origin}: IREE's FX importer failed ({type(error).__name__}: {detail}){where}") from None
     output.parent.mkdir(parents=True, exist_ok=True)
