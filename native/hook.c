@@ -19,6 +19,8 @@
 // The library only records, one record per workgroup call and each dispatch's push
 // constants (its dynamic sizes); tracelink groups the calls into dispatches, converts
 // timestamps, and computes and prints the statistics.
+// A workgroup call that takes a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) is named in the
+// file before the process dies, so tracelink can say which dispatch crashed a program.
 //
 // Per-call cost matters (a workgroup can take under a microsecond), so the hot path
 // takes no lock and touches no shared cache line: two TSC reads, sched_getcpu, and
@@ -62,6 +64,13 @@
 
 // Records buffered per thread between writes (one write syscall per flush).
 #define TL_RECORDS_PER_FLUSH 8192
+
+// No export running on a thread (tl_thread_t.running_export).
+#define TL_NO_EXPORT UINT32_MAX
+
+// Each recording thread's signal stack: a dispatch that overflows its stack still
+// gets its fault named (the handler cannot run on the overflowed stack).
+#define TL_SIGNAL_STACK_BYTES (64 * 1024)
 
 //===----------------------------------------------------------------------===//
 // State
@@ -201,6 +210,10 @@ typedef struct tl_thread_t {
   uint8_t* records;
   tl_constants_buffer_t constants;  // push constants of the dispatches this thread started
   tl_counter_group_t counters;
+  // The export this thread is in a workgroup call of, TL_NO_EXPORT between calls: read by
+  // the fault handler, which runs on the faulting thread (so volatile, not atomic, suffices).
+  volatile uint32_t running_export;
+  void* signal_stack;  // installed by the hook (NULL when the thread had one of its own)
 } tl_thread_t;
 
 // Marks a thread that runs dispatches unrecorded (registration failed or ended).
@@ -227,6 +240,24 @@ static void tl_write_records_locked(tl_thread_t* thread) {
   tl_output_chunk(g_fd, TL_CHUNK_RECORDS, parts, 2);
 }
 
+// Gives the calling thread a signal stack unless it has one. Returns it (NULL if none was installed).
+static void* tl_signal_stack_install(void) {
+  stack_t current;
+  if (sigaltstack(NULL, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return NULL;
+  stack_t stack = {.ss_sp = malloc(TL_SIGNAL_STACK_BYTES), .ss_size = TL_SIGNAL_STACK_BYTES, .ss_flags = 0};
+  if (stack.ss_sp && sigaltstack(&stack, NULL) == 0) return stack.ss_sp;
+  free(stack.ss_sp);
+  return NULL;
+}
+
+// On the thread itself (at its exit), before its signal stack is freed.
+static void tl_signal_stack_remove(void* signal_stack) {
+  if (!signal_stack) return;
+  stack_t off = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
+  sigaltstack(&off, NULL);
+  free(signal_stack);
+}
+
 static void tl_thread_free(tl_thread_t* thread) {
   tl_counter_group_close(&thread->counters, g_event_count);
   free(thread->records);
@@ -246,6 +277,7 @@ static tl_thread_t* tl_thread_register(void) {
   }
   thread->records = records;
   thread->constants.bytes = constants;
+  thread->running_export = TL_NO_EXPORT;
   int failed = tl_counter_group_open(&thread->counters, g_config.events, g_event_count);
 
   char name[64];
@@ -276,6 +308,7 @@ static tl_thread_t* tl_thread_register(void) {
     }
   }
   pthread_mutex_unlock(&g_lock);
+  thread->signal_stack = tl_signal_stack_install();
   pthread_setspecific(g_thread_key, thread);
   tls_thread = thread;
   return thread;
@@ -297,6 +330,7 @@ static void tl_thread_exit(void* arg) {
     }
   }
   pthread_mutex_unlock(&g_lock);
+  tl_signal_stack_remove(thread->signal_stack);
   tl_thread_free(thread);
 }
 
@@ -363,9 +397,11 @@ __attribute__((noinline)) static int tl_dispatch(uint32_t id, const void* enviro
   // Counters are read outside the timed window so the window holds only the call.
   if (g_event_count) tl_counter_group_read(&thread->counters, g_event_count, before);
   int cpu = sched_getcpu();
+  thread->running_export = id;
   uint64_t start = tl_ticks();
   int status = real(environment, dispatch_state, workgroup_state);
   uint64_t end = tl_ticks();
+  thread->running_export = TL_NO_EXPORT;
   if (g_event_count) tl_counter_group_read(&thread->counters, g_event_count, after);
 
   // Which dispatch is this? Not the dispatch_state pointer: the 3.13 local-task
@@ -416,7 +452,8 @@ static const tl_abi_dispatch_fn_t g_dispatch_trampolines[TL_TRAMPOLINE_COUNT] = 
 
 // Writes every buffered record and stops recording. From a signal handler only a
 // try-lock is safe: if the interrupted code holds the lock, buffered records are lost.
-static void tl_finish(int signal_number) {
+// |faulted_export|: the export whose workgroup call took the fault, else TL_NO_EXPORT.
+static void tl_finish(int signal_number, uint32_t faulted_export) {
   if (atomic_load(&g_state) != TL_RECORDING) return;
   if (signal_number) {
     if (pthread_mutex_trylock(&g_lock) != 0) return;
@@ -427,6 +464,9 @@ static void tl_finish(int signal_number) {
     atomic_store(&g_state, TL_FINISHED);
     for (tl_thread_t* thread = g_threads; thread; thread = thread->next) {
       tl_write_records_locked(thread);
+    }
+    if (faulted_export != TL_NO_EXPORT) {
+      tl_write_notice_locked(TL_NOTICE_FAULT_IN_EXPORT, faulted_export, "");
     }
     if (signal_number) {
       tl_write_notice_locked(TL_NOTICE_SIGNAL, (uint32_t)signal_number, "");
@@ -447,7 +487,12 @@ static struct sigaction g_previous_actions[NSIG];
 
 static void tl_on_fatal_signal(int signal_number) {
   int saved_errno = errno;
-  tl_finish(signal_number);
+  // A fault is delivered to the thread that took it: the export it was running, if any, is the culprit.
+  bool fault = signal_number == SIGSEGV || signal_number == SIGBUS || signal_number == SIGFPE ||
+               signal_number == SIGILL;
+  tl_thread_t* thread = tls_thread;
+  bool recorded = thread != NULL && thread != &g_untracked;
+  tl_finish(signal_number, fault && recorded ? thread->running_export : TL_NO_EXPORT);
   // Back to the default action, then let the signal take the process down as it
   // would have: re-raised now, delivered when this handler returns.
   sigaction(signal_number, &g_previous_actions[signal_number], NULL);
@@ -468,13 +513,14 @@ static void tl_install_signal_handlers(void) {
     struct sigaction action;
     memset(&action, 0, sizeof(action));
     action.sa_handler = tl_on_fatal_signal;
+    action.sa_flags = SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     g_previous_actions[signal_number] = current;
     sigaction(signal_number, &action, NULL);
   }
 }
 
-__attribute__((destructor)) static void tl_on_unload(void) { tl_finish(0); }
+__attribute__((destructor)) static void tl_on_unload(void) { tl_finish(0, TL_NO_EXPORT); }
 
 // A forked child (without exec) shares nothing it could safely write with the
 // parent's file; it runs unhooked.

@@ -53,6 +53,7 @@ typedef enum tl_notice_kind_t {
   TL_NOTICE_SIGNAL = 5,           // value: signal that ended the process
   TL_NOTICE_CONFIG_ERROR = 6,     // text: the error; the process exited with status 2
   TL_NOTICE_COUNTER_FAILED = 7,   // value: thread index; some counters missing there
+  TL_NOTICE_FAULT_IN_EXPORT = 8,  // value: export id whose workgroup call took SIGSEGV/SIGBUS/SIGFPE/SIGILL
 } tl_notice_kind_t;
 
 // One workgroup call. Followed in the file by the counter deltas.

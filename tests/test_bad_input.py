@@ -82,6 +82,24 @@ def test_run_failure_and_timeout_keep_artifacts(tmp_path):
     assert not list(Path(out).glob("*.tmp"))
 
 
+@pytest.mark.parametrize("collector", ["hal", "hook"])
+def test_a_crashing_dispatch_is_named_with_its_line(tmp_path, collector):
+    """A dispatch reading far out of bounds kills the run with SIGSEGV. The error names that dispatch and
+    the program line it comes from: the hook collector's run names it itself; after any other, the run is
+    repeated once under the hook, on the program built again with system-library executables."""
+    out = tmp_path / "out"
+    program = Path(__file__).parent / "data" / "out_of_bounds_gather.mlir"
+    line = error_line(run_cli("profile", str(program), "-o", str(out), "--collector", collector,
+                              "--input=16xf32=1", "--input=4xi64=1000000000000"))
+    assert "crashed (SIGSEGV)" in line and "dispatch main_dispatch_0_elementwise_4_i64xf32" in line
+    assert line.endswith(f"made from linalg.generic at {program}:4")
+    assert (out / "artifacts" / "app.vmfb").is_file() and (out / "provenance.json").is_file()
+    rerun = out / "artifacts" / "crash"
+    assert rerun.is_dir() == (collector == "hal")
+    if collector == "hal":
+        assert (rerun / "app.vmfb").is_file() and list((rerun / "hook").glob("hook-*.tlhk"))
+
+
 def test_not_a_profile_directory(tmp_path):
     from tracelink.errors import TracelinkError
     from tracelink.profile_dir.profile import load_profile

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracelink.errors import TracelinkError
+from tracelink.errors import Crashed, TracelinkError
+from tracelink.iree_tools import tool_path
 from tracelink.commands import hook as hook_command
 from tracelink.collect.events import match_call_sites
 from tracelink.collect.hook import hook_library_path, list_event_types, run_hooked
@@ -35,9 +36,11 @@ from tracelink.collect.hook_stats import (
 
 BIN = Path(sys.executable).parent
 PROGRAM = Path(__file__).parent / "data" / "hook_program.mlir"
+CRASHING_PROGRAM = Path(__file__).parent / "data" / "out_of_bounds_gather.mlir"
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 # A program exporting a fake executable library (ABI version and export count from argv),
-# queried through dlsym like the IREE runtime does; it calls the first and last export.
+# queried through dlsym like the IREE runtime does; it calls the first and last export. With a
+# third argument, the last export recurses until it overflows its stack.
 FAKE_LIBRARY = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -45,6 +48,14 @@ FAKE_LIBRARY = r"""
 #include <stdlib.h>
 #include "hook_abi.h"
 static int work(const void* e, const tl_abi_dispatch_state_t* d, const tl_abi_workgroup_state_t* w) { return 0; }
+static int recurse(int depth) {
+  volatile char frame[4096];
+  frame[0] = (char)depth;
+  return recurse(depth + 1) + frame[0];  // not a tail call: each level keeps its frame
+}
+static int overflow(const void* e, const tl_abi_dispatch_state_t* d, const tl_abi_workgroup_state_t* w) {
+  return recurse(0);
+}
 static tl_abi_header_t header = {0, "fake", 0, 0};
 static tl_abi_library_t library = {.header = &header};
 const tl_abi_header_t** iree_hal_executable_library_query(uint32_t version, const void* env) {
@@ -60,6 +71,7 @@ int main(int argc, char** argv) {
     names[i] = malloc(32);
     snprintf(names[i], 32, "fake_export_%u", i);
   }
+  if (argc > 3) ptrs[count - 1] = overflow;
   library.exports.count = count;
   library.exports.ptrs = ptrs;
   library.exports.names = (const char* const*)names;
@@ -363,13 +375,33 @@ def test_crash_keeps_flushed_records(program, tmp_path):
         )
     )
     out = tmp_path / "hook"
-    with pytest.raises(TracelinkError, match=r"crashed \(SIGSEGV\); 40 workgroup records kept in"):
+    with pytest.raises(Crashed, match=r"crashed \(SIGSEGV\); 40 workgroup records kept in") as crash:
         run_hooked([sys.executable, str(script)], out, None, None, 60)
+    assert crash.value.export is None  # the fault was outside every workgroup call
     workgroups, events = read_hook_records(out)
     assert list(events["export"]) == program.call_site_exports
     assert_complete_dispatches(workgroups)
     hook_file = read_hook_file(next(out.glob("hook-*.tlhk")))
     assert not hook_file.complete and any(notice.value == 11 for notice in hook_file.notices)
+
+
+def test_a_dispatch_that_faults_is_named(program, tmp_path):
+    """A workgroup call reading far out of bounds, on a local-task worker: the hook names its export."""
+    module = tmp_path / "gather.vmfb"
+    subprocess.run([str(BIN / "iree-compile"), str(CRASHING_PROGRAM), *TARGET_FLAGS, *SYSTEM_LIBRARY, "-o", str(module)], check=True)
+    # the runtime's own binary: the console script in the venv's bin exits with a status where the tool died of a signal
+    command = [tool_path("iree-run-module"), f"--module={module}", "--device=local-task", "--function=main", "--input=16xf32=1"]
+    run_hooked([*command, "--input=4xi64=3"], tmp_path / "in_bounds", None, None, 60)
+    with pytest.raises(Crashed, match=r"crashed \(SIGSEGV\) in dispatch main_dispatch_0_\w+;") as crash:
+        run_hooked([*command, "--input=4xi64=1000000000000"], tmp_path / "hook", None, None, 60)
+    assert crash.value.export.startswith("main_dispatch_0_")
+
+
+def test_a_dispatch_that_overflows_its_stack_is_named(fake_library, tmp_path):
+    """The fault handler runs on the hook's signal stack: an overflowed stack has no room for it."""
+    with pytest.raises(Crashed, match=r"crashed \(SIGSEGV\) in dispatch fake_export_1;") as crash:
+        run_hooked([str(fake_library), "6", "2", "overflow"], tmp_path, None, None, 30)
+    assert crash.value.export == "fake_export_1"
 
 
 def test_timeout_stops_the_command_and_keeps_records(program, tmp_path):

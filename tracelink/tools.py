@@ -37,7 +37,7 @@ from typing import BinaryIO, Generic, TypeVar
 
 from iree.compiler import version as compiler_package
 
-from tracelink.errors import TracelinkError, first_line
+from tracelink.errors import Crashed, TracelinkError, first_line
 from tracelink.atomic import open_for_writing
 
 
@@ -311,7 +311,7 @@ class ToolRun:
             self.kill()
             raise TracelinkError(f"{self.what} did not finish within {timeout_s:g} s (killed; log: {self.log}); raise --timeout") from None
         if code < 0:  # its output is only a banner then: say it crashed and where to look
-            raise TracelinkError(f"{self.what} crashed ({signal_name(-code)}); its output is in {self.log}")
+            raise Crashed(f"{self.what} crashed ({signal_name(-code)}); its output is in {self.log}")
         if code != 0:
             detail = explain(self.output()) if explain else last_lines(self.output())
             raise TracelinkError(f"{self.what} failed (exit {code}): {detail} (log: {self.log})")

@@ -189,6 +189,7 @@ def start_hook(request: RunRequest) -> PendingCollection:
         return Collected(events, workgroups=label_workgroups(hooked.workgroups, events))
 
     return PendingCollection(
-        lambda: run_hooked(command, request.artifacts / "hook", request.hook_events or None, timeout_s=request.timeout_s),
+        lambda: run_hooked(command, request.artifacts / "hook", request.hook_events or None, timeout_s=request.timeout_s,
+                           log=request.artifacts / files.RUN_LOG),
         finish,
     )

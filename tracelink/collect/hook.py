@@ -52,7 +52,7 @@ import pandas as pd
 from tracelink.atomic import make_directory
 from tracelink.collect.hook_records import RECORD_FILE_GLOB, SUPPORTED_ABI_VERSION, HookFile, Notice, read_hook_file
 from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, dispatch_constants, dispatch_events, workgroups_of, write_workgroups_csv
-from tracelink.errors import TracelinkError
+from tracelink.errors import Crashed, TracelinkError
 from tracelink.tools import kill_group, reap, reap_within, signal_name, start_process
 
 HOOK_LIBRARY_NAME = "libtracelink_hook.so"
@@ -177,9 +177,21 @@ def _notice_lines(files: Sequence[HookFile]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def _describe_exit(command: Sequence[str], returncode: int) -> str:
+def faulted_export(files: Sequence[HookFile]) -> str | None:
+    """The export whose workgroup call took the fault (a SIGSEGV, SIGBUS, SIGFPE or SIGILL on the thread
+    running it) that ended the process, as the record files name it; None when the fault came from
+    elsewhere (the runtime, an embedded-ELF executable) or the signal was not a fault."""
+    for hook_file in files:
+        names = {export.export_id: export.name for export in hook_file.exports if export.export_id is not None}
+        for notice in hook_file.notices:
+            if notice.kind == Notice.FAULT_IN_EXPORT and notice.value in names:
+                return names[notice.value]
+    return None
+
+
+def _describe_exit(command: Sequence[str], returncode: int, export: str | None) -> str:
     if returncode < 0:
-        return f"{command[0]} crashed ({signal_name(-returncode)})"
+        return f"{command[0]} crashed ({signal_name(-returncode)})" + (f" in dispatch {export}" if export else "")
     return f"{command[0]} exited with status {returncode}"
 
 
@@ -241,8 +253,11 @@ def run_hooked(
     kept = f"{len(workgroups)} workgroup records kept in {output_dir}" + (f", its output in {log}" if log is not None else "")
     if timed_out:
         raise TracelinkError(f"{command[0]} timed out after {timeout_s:g} s and was stopped; {kept}")
+    if returncode < 0:
+        export = faulted_export(files)
+        raise Crashed(f"{_describe_exit(command, returncode, export)}; {kept}", export)
     if returncode != 0:
-        raise TracelinkError(f"{_describe_exit(command, returncode)}; {kept}")
+        raise TracelinkError(f"{_describe_exit(command, returncode, None)}; {kept}")
     if workgroups.empty:
         raise TracelinkError(_no_records_message(files, filter if filter is not None else base.get("IREE_HOOK_FILTER_NAME")))
     csv_dir = base.get("IREE_HOOK_OUTPUT_CSV")

@@ -67,6 +67,7 @@ class Notice(IntEnum):
     SIGNAL = 5
     CONFIG_ERROR = 6
     COUNTER_FAILED = 7
+    FAULT_IN_EXPORT = 8  # value: the export id whose workgroup call took the fault that ended the process
 
 
 _RECORD_FIELDS: list[tuple[str, str]] = [

@@ -8,9 +8,8 @@ in the run. The hook records every dispatch's push constants (:mod:`tracelink.co
 :class:`HookedSizes` is what the provenance stage calls when a size is still unknown after the static
 evaluation (:func:`tracelink.provenance.regions.read_regions`): it runs the function once with
 ``iree-run-module`` on ``local-sync`` (dispatches one at a time, in program order) under the hook, on a
-build whose executables are system libraries (the hook sees no embedded ELF): the profile's own build
-when it was made so (``--collector hook``), else the same program built again with the same flags and
-``--iree-llvmcpu-link-embedded=false`` into ``artifacts/sizes``. llvm-cpu only: on a GPU no hook runs and
+build whose executables are system libraries (:func:`~tracelink.collect.hooked_build.hooked_module`, built
+again into ``artifacts/sizes`` when the profile's own is not). llvm-cpu only: on a GPU no hook runs and
 the sizes stay unknown. A failed run leaves them unknown too, and says why (:attr:`HookedSizes.summary`).
 """
 
@@ -18,18 +17,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from tracelink.collect.hook import run_hooked
-from tracelink.compile import CompileOptions, CompileResult, compile_program
+from tracelink.collect.hooked_build import hooked_module
+from tracelink.compile import CompileOptions, CompileResult
 from tracelink.compile.targets import device_target
 from tracelink.errors import TracelinkError, first_line
 from tracelink.iree_tools import run_module_command
 from tracelink.provenance.executable_workloads import DispatchConstants
 from tracelink.profile_dir import files
 
-SYSTEM_LIBRARY_FLAG = "--iree-llvmcpu-link-embedded=false"
 SIZES_DIR = "sizes"
 
 
@@ -62,8 +60,11 @@ class HookedSizes:
             self.summary["seconds"] = round(time.perf_counter() - started, 3)
 
     def _constants(self) -> DispatchConstants:
-        compiled = self.compiled()
-        vmfb = compiled.vmfb if SYSTEM_LIBRARY_FLAG in compiled.flags else self._system_library_build(compiled)
+        compiled = self.compiled()  # waits for the compiler: not part of a rebuild's time
+        started = time.perf_counter()
+        vmfb, rebuilt = hooked_module(compiled, self.options, self.directory)
+        if rebuilt:
+            self.summary["rebuild_seconds"] = round(time.perf_counter() - started, 3)
         command = run_module_command(vmfb, self.entry, self.inputs, self.parameters, device="local-sync")
         hooked = run_hooked(command, self.directory / "hook", timeout_s=self.timeout_s, log=self.directory / files.RUN_LOG)
         constants: dict[str, list[tuple[int, ...]]] = {}
@@ -71,10 +72,3 @@ class HookedSizes:
             if isinstance(export, str):
                 constants.setdefault(export, []).append(values or ())
         return constants
-
-    def _system_library_build(self, compiled: CompileResult) -> Path:
-        """The program built again with system-library executables, without dumps (only its module is used)."""
-        started = time.perf_counter()
-        built = compile_program(compiled.input_path, self.directory, replace(self.options, link_embedded=False), dumps=False)
-        self.summary["rebuild_seconds"] = round(time.perf_counter() - started, 3)
-        return built.vmfb

@@ -26,7 +26,7 @@ import pandas as pd
 from rich.console import Console
 
 from tracelink.version import __version__
-from tracelink.errors import TracelinkError
+from tracelink.errors import Crashed, TracelinkError
 from tracelink.aggregate import attribution, call_site_table, coverage, export_table, op_line_shares, run_load, set_roofs, source_line_table, source_op_table
 from tracelink.aggregate.memory import memory_tables
 from tracelink.aggregate.reference import reference_components, reference_lines, reference_record
@@ -44,6 +44,7 @@ from tracelink.compile import CompileResult, PendingCompile, compile_manifest_en
 from tracelink.compile.frontends import PythonModel, python_model
 from tracelink.compile.targets import device_target
 from tracelink.compile.frames import LIBRARY_FRAMES
+from tracelink.pipeline.crash import named_crash
 from tracelink.pipeline.options import ProfileOptions, StartedProfile, for_function, start_compile, with_collector_requirements, with_exported_model
 from tracelink.profile_dir.functions import FunctionProfiles, assemble_function_profiles, copy_compile_outputs, function_directory, write_function_profiles
 from tracelink.profile_dir.profile import Profile, write_profile, write_profile_summary
@@ -211,7 +212,11 @@ def profile_function(
     memory_run = MemoryRun(compiled.vmfb, entry, inputs, options, artifacts)
     try:
         started = time.perf_counter()
-        collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run)
+        try:
+            collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run)
+        except Crashed as crash:
+            raise named_crash(crash, compiled, entry, inputs, options, artifacts, provenance.graph, built_provenance.line_shares,
+                              console) from None
         clock.stop("run", started)
         if collected.events.empty:
             raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / files.RUN_LOG})")

@@ -361,6 +361,12 @@ def ops_of_call_site(graph: nx.DiGraph, index: int) -> list[tuple[str, str]]:
     return sorted(pairs, key=lambda pair: (pair[1] != "root", pair[0]))
 
 
+def root_ops_of_export(graph: nx.DiGraph, export: str) -> list[str]:
+    """The distinct source ops at the root of the call sites that dispatch ``export``, in call-site order."""
+    sites = sorted(data["index"] for _, data in graph.nodes(data=True) if data.get("kind") == "call_site" and data["export"] == export)
+    return list(dict.fromkeys(op for index in sites for op, role in ops_of_call_site(graph, index) if role == "root"))
+
+
 def call_sites_of_op(graph: nx.DiGraph, op_node: str) -> list[tuple[int, str]]:
     """(call-site index, role) pairs a source op feeds."""
     return sorted((graph.nodes[target]["index"], data["role"]) for _, target, data in graph.out_edges(op_node, data=True) if data.get("kind") == "feeds")

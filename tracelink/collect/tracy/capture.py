@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracelink.errors import TracelinkError
+from tracelink.errors import Crashed, TracelinkError
 from tracelink.atomic import make_directory, open_for_writing
 from tracelink.tools import kill_group, reap, signal_name, start_process, wait_for_exit
 
@@ -141,7 +141,7 @@ def capture_tracy(command: list[str], output: Path, timeout_s: float, *, cwd: Pa
         if program_code != 0:
             _wait(capture, min(deadline, time.monotonic() + _FAILED_PROGRAM_GRACE_S))
             if program_code < 0:
-                raise TracelinkError(f"{program.name} crashed ({signal_name(-program_code)}); its output is in {program.log}")
+                raise Crashed(f"{program.name} crashed ({signal_name(-program_code)}); its output is in {program.log}")
             raise TracelinkError(f"{program.name} failed with exit code {program_code}: {program.tail()}")
         capture_code = _wait(capture, deadline)
         if capture_code is None:
