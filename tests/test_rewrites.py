@@ -24,7 +24,7 @@ from tracelink.collect.outputs import outputs_agree, run_outputs
 from tracelink.compile.targets import TARGET_FLAGS
 from tracelink.ir_utils import new_context, parse_file, walk
 from tracelink.tune.compose import Composition, composition_plans, input_program, source_lines
-from tracelink.tune.rewrites import FORMS, is_patch_embedding, rewrite_program, rewrites_found
+from tracelink.tune.rewrites import BARRIER, FORMS, is_patch_embedding, producer_of, rewrite_program, rewrites_found
 from tracelink.tune.spec import compile_variant
 from tracelink.tune.strategy_space import OPTIONS, Candidate, Option, build_key, combinations, combine, option_flags
 
@@ -118,8 +118,10 @@ def test_im2col_reaches_the_rewritten_convolutions_only(rewritten):
 
 
 def test_a_rewrite_is_searched_where_the_profiled_program_has_its_op(rewritten, tmp_path):
-    for program, found in ((PROGRAM, {"conv1d-as-conv2d"}), (PATCHES, {"patches-as-matmul"}), (GROUPED, {"grouped-conv-as-matmul"}),
-                           (REPO / "tests" / "data" / "two_convs.mlir", set())):
+    # materialized-conv-inputs: where a convolution reads a value computed in the program (in each, the second)
+    materialized = "materialized-conv-inputs"
+    for program, found in ((PROGRAM, {"conv1d-as-conv2d", materialized}), (PATCHES, {"patches-as-matmul", materialized}),
+                           (GROUPED, {"grouped-conv-as-matmul", materialized}), (REPO / "tests" / "data" / "two_convs.mlir", {materialized})):
         phases = tmp_path / program.stem
         compile_variant(program, FLAGS, [f"--dump-compilation-phases-to={phases}"], tmp_path / f"{program.stem}_build",
                         300.0, program.stem)
@@ -138,6 +140,59 @@ def test_the_rewrite_is_one_build_with_its_flags_and_combines_like_a_layout():
     assert names[:3] == ["conv1d-as-conv2d+data-tiling+ukernels", "conv1d-as-conv2d+data-tiling", "conv1d-as-conv2d+ukernels"]
     assert "im2col+data-tiling+ukernels" in names and "conv1d-as-conv2d+im2col" in names  # the same flags, not the same build
     assert all(option.rewrites == ("conv1d-as-conv2d",) for option in built if option.name.startswith("conv1d"))
+
+
+def test_a_computed_convolution_input_is_read_through_a_barrier_computing_what_it_computed(rewritten, tmp_path):
+    """The transposes feeding PROGRAM's second and third convolutions get a barrier each, at their
+    convolution's line (the first reads the program's input), and the program computes the same."""
+    [done] = rewrite_program(rewritten["done"].program, ("materialized-conv-inputs",), tmp_path / "materialized" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (2, 2)
+    module = parse_file(done.program, new_context())  # held: its ops live as long as it does
+    ops = list(walk(module.operation))
+    barriers = [op for op in ops if op.name == BARRIER]
+    assert sorted(line for op in barriers for line in lines_of(op) if line in CONVOLUTIONS) == [17, 22]
+    convolutions = [op for op in ops if op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_"))]
+    assert [producer_of(op.operands[0]).name for op in convolutions] == ["tensor.expand_shape", BARRIER, BARRIER]
+    layout = [*option_flags(STRATEGY), "--iree-opt-data-tiling"]
+    assert same_results(PROGRAM, done.program, layout, rewritten["inputs"], tmp_path).shape == (1, 8, 24)
+
+
+def test_a_materialized_input_stays_out_of_the_window_copy(tmp_path):
+    """With im2col and data tiling, IREE fuses the ReLU between two_convs.mlir's convolutions into the copy
+    that gathers the second one's windows into its matmul's tiles (a set_encoding dispatch), where it is
+    computed for each window; read through the barrier, it stays in the first convolution's dispatch."""
+    program = REPO / "tests" / "data" / "two_convs.mlir"
+    source = input_program(program, FLAGS, tmp_path / "input", 300.0)
+    [done] = rewrite_program(source, ("materialized-conv-inputs",), tmp_path / "materialized" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (1, 1)  # the first convolution reads the program's input
+
+    def relus(built: Path, name: str) -> dict[str, int]:
+        """The ReLUs (arith.maximumf) in the window-copy dispatches and in the matmul dispatches."""
+        phases = tmp_path / name / "phases"
+        compile_variant(built, FLAGS, ["--iree-global-opt-use-im2col-for-convs", "--iree-opt-data-tiling",
+                                       f"--dump-compilation-phases-to={phases}"], tmp_path / name, 300.0, name)
+        flow = parse_file(next(phases.glob("*.flow.mlir")), new_context())
+        found = {"window copy": 0, "matmul": 0}
+        for executable in (op for op in walk(flow.operation) if op.name == "flow.executable"):
+            inside = [op.name for op in walk(executable)]
+            kind = "matmul" if "linalg.matmul" in inside else "window copy" if "iree_encoding.set_encoding" in inside else None
+            if kind is not None:
+                found[kind] += inside.count("arith.maximumf")
+        return found
+
+    assert relus(source, "fused_build") == {"window copy": 1, "matmul": 0}
+    assert relus(done.program, "materialized_build") == {"window copy": 0, "matmul": 1}
+    inputs = random_inputs(tmp_path, [(1, 8, 18, 18), (16, 8, 3, 3), (16, 16, 3, 3)], 5)
+    same_results(program, done.program, ["--iree-global-opt-use-im2col-for-convs", "--iree-opt-data-tiling"], inputs, tmp_path)
+
+
+def test_materialized_inputs_are_a_lowering_combined_with_each_surviving_layout():
+    options = {option.name: option for option in OPTIONS}
+    singles = [Candidate(options[name]) for name in ("conv1d-as-conv2d", "data-tiling", "materialized-conv-inputs")]
+    built = {option.name: option for option in combinations(singles[:1], singles)}
+    assert built["conv1d-as-conv2d+data-tiling+materialized-conv-inputs"].rewrites == ("conv1d-as-conv2d", "materialized-conv-inputs")
+    assert set(built) == {"conv1d-as-conv2d+data-tiling+materialized-conv-inputs", "conv1d-as-conv2d+data-tiling",
+                          "conv1d-as-conv2d+materialized-conv-inputs"}
 
 
 def test_a_rewriting_strategy_hosts_no_per_op_composition():

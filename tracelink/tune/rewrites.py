@@ -31,6 +31,15 @@ probabilities and the values. Data tiling then packs both matmuls as any batch m
 attention dispatch, or its online form decomposed (``decompose-attention``), computes the scores a tile
 of keys at a time with running maxima and sums. The scores are held whole (batch × queries × keys), which
 for a ViT's or an encoder's few hundred tokens is a few hundred KiB.
+
+**materialized-conv-inputs**: a convolution whose input is computed (not an argument or a constant, seen
+through reshapes) reads it through a ``util.optimization_barrier``, so IREE's dispatch creation does not
+fuse the input's producers into the convolution's dispatches. With im2col and data tiling, IREE fuses an
+elementwise producer (Wav2Vec2's layer norm and GELU) into the copy that gathers the windows and packs
+them into the matmul's tiles: the producer is computed again for each window an element falls in, inside
+a copy that writes tile by tile (``map_store``), and that dispatch ran at about 2 GFLOP/s. Kept apart,
+the producer is computed once where it is (its own elementwise or reduction dispatch) and the window copy
+is a copy (docs/reference/tuning.md).
 """
 
 from __future__ import annotations
@@ -256,13 +265,47 @@ def attention_as_matmuls(op: ir.Operation) -> bool:
     return True
 
 
+SHAPE_ONLY = ("tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.pad")
+BARRIER = "util.optimization_barrier"
+
+
+COMPUTING = ("linalg.", "iree_linalg_ext.")  # the ops dispatch creation fuses; an import, a global, a barrier are not
+
+
+def has_computed_input(op: ir.Operation) -> bool:
+    """A named convolution whose input, followed up through reshapes and padding, is computed by a
+    structured op (not the program's input, a weight, or behind a barrier already)."""
+    if not op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_")) or not op.operands:
+        return False
+    producer = producer_of(op.operands[0])
+    while producer is not None and producer.name in SHAPE_ONLY:
+        producer = producer_of(producer.operands[0])
+    return producer is not None and producer.name.startswith(COMPUTING)
+
+
+def producer_of(value: ir.Value) -> ir.Operation | None:
+    """The op that defines ``value``; None for a block argument."""
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def materialized_input(op: ir.Operation) -> bool:
+    """Make the convolution ``op`` read its input through an optimization barrier (at its location)."""
+    value = op.operands[0]
+    with op.location, ir.InsertionPoint(op):
+        barrier = ir.Operation.create(BARRIER, results=[value.type], operands=[value])
+    op.operands[0] = barrier.result
+    return True
+
+
 CONV1D_AS_CONV2D = Rewrite("conv1d-as-conv2d", as_conv2d, is_conv1d)
 PATCHES_AS_MATMUL = Rewrite("patches-as-matmul", patches_as_matmul, is_patch_embedding)
 GROUPED_CONV_AS_MATMUL = Rewrite("grouped-conv-as-matmul", grouped_as_batch_matmul, is_grouped_convolution)
 ATTENTION_AS_MATMULS = Rewrite("attention-as-matmuls", attention_as_matmuls, is_plain_attention)
+MATERIALIZED_CONV_INPUTS = Rewrite("materialized-conv-inputs", materialized_input, has_computed_input)
 # the rewrites a strategy's Option names
 PROGRAM_REWRITES: dict[str, Rewrite] = {rewrite.name: rewrite for rewrite in (CONV1D_AS_CONV2D, PATCHES_AS_MATMUL, GROUPED_CONV_AS_MATMUL,
-                                                                                          ATTENTION_AS_MATMULS)}
+                                                                                          ATTENTION_AS_MATMULS, MATERIALIZED_CONV_INPUTS)}
 
 
 def rewrite_program(source: Path, names: tuple[str, ...], output: Path, inside: Path) -> list[Composition]:

@@ -66,6 +66,11 @@ OPTIONS: tuple[Option, ...] = (
     # direct loop nest. One op or a few of a model, so combined as patches-as-matmul is; searched only
     # where the program has one.
     Option("grouped-conv-as-matmul", rewrites=("grouped-conv-as-matmul",), role="lowering"),
+    # a convolution's computed input kept out of its dispatches (an optimization barrier), so im2col's
+    # window copy does not compute the input's producers again for each window (tracelink.tune.rewrites).
+    # It changes nothing until a layout makes the convolutions im2col + matmul, so it is combined with
+    # each surviving layout as the lowering options are; searched where a convolution's input is computed.
+    Option("materialized-conv-inputs", rewrites=("materialized-conv-inputs",), role="lowering"),
     # attention as two batch matmuls around a softmax (tracelink.tune.rewrites), so data tiling packs both
     # matmuls whole: the other way to reach the matmuls of attention than decompose-attention's online form,
     # which computes the scores a tile of keys at a time. Searched where the program has attention in the
