@@ -215,8 +215,8 @@ def profile_function(
         try:
             collected = timed_run(compiled.vmfb, entry, inputs, options, artifacts, provenance, console, memory_run)
         except Crashed as crash:
-            raise named_crash(crash, compiled, entry, inputs, options, artifacts, provenance.graph, built_provenance.line_shares,
-                              console) from None
+            raise named_crash(crash, time.perf_counter() - started, compiled, entry, inputs, options, artifacts, provenance.graph,
+                              built_provenance.line_shares, console) from None
         clock.stop("run", started)
         if collected.events.empty:
             raise TracelinkError(f"{program}: the run recorded no dispatches (see {artifacts / files.RUN_LOG})")
