@@ -404,6 +404,15 @@ def test_a_dispatch_that_overflows_its_stack_is_named(fake_library, tmp_path):
     assert crash.value.export == "fake_export_1"
 
 
+def test_a_link_planted_at_the_log_is_replaced_not_followed(program, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept")
+    log = tmp_path / "run.log"
+    log.symlink_to(victim)
+    run_hooked(program.run_module(), tmp_path / "hook", None, None, 60, log=log)
+    assert victim.read_text() == "kept" and not log.is_symlink() and "EXEC @main" in log.read_text()
+
+
 def test_timeout_stops_the_command_and_keeps_records(program, tmp_path):
     out = tmp_path / "hook"
     with pytest.raises(TracelinkError, match=r"timed out after 3 s and was stopped; \d+ workgroup records kept"):

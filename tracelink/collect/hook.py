@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelink.atomic import make_directory
+from tracelink.atomic import make_directory, open_for_writing
 from tracelink.collect.hook_records import RECORD_FILE_GLOB, SUPPORTED_ABI_VERSION, HookFile, Notice, read_hook_file
 from tracelink.collect.hook_tables import WORKGROUP_COLUMNS, dispatch_constants, dispatch_events, workgroups_of, write_workgroups_csv
 from tracelink.errors import Crashed, TracelinkError
@@ -139,7 +139,7 @@ def _stop(process: subprocess.Popen) -> None:
 def _execute(command: list[str], env: dict[str, str], timeout_s: float | None, log: Path | None) -> tuple[int, bool]:
     """Run the command in its own process group, its output into ``log`` when given; return (returncode, timed_out)."""
     try:
-        with open(log, "wb") if log is not None else contextlib.nullcontext() as output:
+        with open_for_writing(log, "wb") if log is not None else contextlib.nullcontext() as output:  # a link there is not followed
             process = start_process(command, env=env, stdout=output, stderr=subprocess.STDOUT if output else None)
     except OSError as error:
         raise TracelinkError(f"cannot run {command[0]}: {error.strerror}") from error
