@@ -109,16 +109,17 @@ def missing_events_text(summary: dict) -> str | None:
 
 def flushed_run_text(summary: dict) -> str | None:
     """The note for a HAL profile taken again, with IREE's rings flushed during the calls or after the
-    profiler failed the first run, or None."""
-    if failure := summary.get("profiler_rerun_after"):
-        return f"these events come from a second run: IREE's profiler failed the first ({failure}; its log is run.failed.log)"
+    profiler failed the run before (or both), or None."""
+    failure = summary.get("profiler_rerun_after")
+    failed = f"IREE's profiler failed the run before ({failure}; its log is run.failed.log)" if failure else None
     flushed = summary.get("profiler_flushed")
     if not flushed:
-        return None
+        return f"these events come from a second run: {failed}" if failed else None
     first = (flushed.get("first_run_dropped_records") or {}).get(DISPATCH_STREAM, 0)
     return (
         f"the first run lost {first:,} dispatch records (IREE's HAL profiler keeps 4,096 between flushes), so these "
         f"events come from a second run flushing it every {flushed.get('interval_ms', 1)} ms, which can slow short dispatches"
+        + (f"; that run was taken once more: {failed}" if failed else "")
     )
 
 
