@@ -45,12 +45,15 @@ def lines_of(op, name: str = PROGRAM.name) -> set[int]:
     return {line for file, line in source_lines(op) if Path(file).name == name}
 
 
-def linalg_by_line(program: Path, name: str = PROGRAM.name) -> dict[int, list]:
+def linalg_by_line(program: Path, name: str = PROGRAM.name) -> tuple[ir.Module, dict[int, list]]:
+    """The parsed program and its ops by the line of ``name`` they carry; hold the module while using the
+    ops (an op of a freed module is a dangling pointer)."""
+    module = parse_file(program, new_context())
     found: dict[int, list] = defaultdict(list)
-    for op in walk(parse_file(program, new_context()).operation):
+    for op in walk(module.operation):
         for line in lines_of(op, name):
             found[line].append(op)
-    return found
+    return module, found
 
 
 def random_inputs(where: Path, shapes: list[tuple[int, ...]], seed: int) -> list[str]:
@@ -83,7 +86,7 @@ def rewritten(tmp_path_factory) -> dict:
 def test_every_1d_form_becomes_its_2d_op_at_its_own_line(rewritten):
     done: Composition = rewritten["done"]
     assert (done.rewritten, done.convolutions) == (3, 3)
-    by_line = linalg_by_line(done.program)
+    module, by_line = linalg_by_line(done.program)
     assert not any(op.name in FORMS for ops in by_line.values() for op in ops)
     for line, (name, strides, dilations) in CONVOLUTIONS.items():
         names = [op.name for op in by_line[line]]
@@ -209,7 +212,7 @@ def test_a_patch_embedding_becomes_a_matmul_computing_what_it_computed(tmp_path)
     source = input_program(PATCHES, FLAGS, tmp_path / "input", 300.0)
     [done] = rewrite_program(source, ("patches-as-matmul",), tmp_path / "rewritten" / "program.mlir", tmp_path)
     assert (done.rewritten, done.convolutions) == (1, 1)  # the stride-1 convolution is not a patch embedding
-    by_line = linalg_by_line(done.program, PATCHES.name)
+    module, by_line = linalg_by_line(done.program, PATCHES.name)
     assert [op.name for op in by_line[11] if op.name.startswith("linalg.")] == \
         ["linalg.transpose"] * 3 + ["linalg.matmul", "linalg.transpose"]
     assert [op.name for op in by_line[14] if op.name.startswith("linalg.")] == ["linalg.conv_2d_nchw_fchw"]
@@ -249,9 +252,12 @@ def test_grouped_convolutions_become_batch_matmuls_computing_what_they_computed(
     source = input_program(GROUPED, FLAGS, tmp_path / "input", 300.0)
     [done] = rewrite_program(source, ("grouped-conv-as-matmul",), tmp_path / "rewritten" / "program.mlir", tmp_path)
     assert (done.rewritten, done.convolutions) == (2, 2)
-    by_line = linalg_by_line(done.program, GROUPED.name)
-    made = ["linalg.generic", "linalg.transpose", "linalg.transpose", "linalg.batch_matmul", "linalg.transpose"]
+    module, by_line = linalg_by_line(done.program, GROUPED.name)
+    made = ["linalg.generic", "linalg.transpose", "linalg.batch_matmul", "linalg.transpose"]
     assert [op.name for op in by_line[7] if op.name.startswith("linalg.") and op.name != "linalg.yield"] == made
+    # filter times windows, output positions innermost: 4 groups of 3 filters, 3 channels x 8 taps, 13 positions
+    [matmul] = [op for op in by_line[7] if op.name == "linalg.batch_matmul"]
+    assert [str(value.type) for value in matmul.operands] == ["tensor<4x3x24xf32>", "tensor<4x24x13xf32>", "tensor<4x3x13xf32>"]
     # the fgchw filter is transposed to gfchw first
     assert [op.name for op in by_line[14] if op.name.startswith("linalg.") and op.name != "linalg.yield"] == ["linalg.transpose", *made]
     inputs = random_inputs(tmp_path, [(1, 4, 3, 1, 40), (4, 3, 3, 1, 8), (5, 4, 3, 3, 3)], 7)
@@ -263,7 +269,7 @@ def test_attention_becomes_batch_matmuls_around_a_softmax_computing_what_it_comp
     source = input_program(ATTENTION, FLAGS, tmp_path / "input", 300.0)
     [done] = rewrite_program(source, ("attention-as-matmuls",), tmp_path / "rewritten" / "program.mlir", tmp_path)
     assert (done.rewritten, done.convolutions) == (3, 3)  # the attention whose region scales the score is not its form
-    by_line = linalg_by_line(done.program, ATTENTION.name)
+    module, by_line = linalg_by_line(done.program, ATTENTION.name)
     made = ["linalg.transpose", "linalg.fill", "linalg.batch_matmul", "linalg.generic", "linalg.softmax", "linalg.fill",
             "linalg.batch_matmul"]
     for line in (22, 26, 30):  # masked by booleans, by floats, not masked

@@ -18,10 +18,13 @@ transposed back to NCHW, so data tiling and ukernels take it as any matmul.
 
 **grouped-conv-as-matmul**: a grouped 2-D convolution (``linalg.conv_2d_ngchw_gfchw`` or ``_fgchw``: what
 PyTorch's ``groups > 1`` convolutions, 1-D ones on a width-1 view included, reach IREE's input level as)
-becomes a batch matmul, one batch per group: its windows copied out (a ``linalg.generic`` reading the
-input at ``ho·s + kh·d``, one row per output position: G × N·Ho·Wo × C·Kh·Kw), times the group's
-flattened, transposed filter, transposed back to NGFHW. IREE's im2col pass and conv data tiling leave
-grouped convolutions to a direct loop nest, as they do 1-D ones.
+becomes a batch matmul, one batch per group: the group's flattened filter (G × F × C·Kh·Kw) times its
+windows copied out (a ``linalg.generic`` reading the input at ``ho·s + kh·d``, one column per output
+position: G × C·Kh·Kw × N·Ho·Wo), the result moved back to NGFHW (a transpose of the batch only). The
+output positions are innermost, as in IREE's own im2col: data tiling packs the windows 16 positions to a
+tile, and the copy then reads and writes runs of positions (with one row per position, its window copy
+took 1.8x as long: docs/reference/tuning.md). IREE's im2col pass and conv data tiling leave grouped
+convolutions to a direct loop nest, as they do 1-D ones.
 
 **attention-as-matmuls**: an attention op (``iree_linalg_ext.attention`` with one batch dimension, its
 score region the identity) becomes what it computes, unfused: the scores as a batch matmul of the
@@ -184,8 +187,8 @@ def is_grouped_convolution(op: ir.Operation) -> bool:
 
 
 def grouped_as_batch_matmul(op: ir.Operation) -> bool:
-    """Replace the grouped convolution ``op`` by a batch matmul over its groups of its windows (copied out
-    by a ``linalg.generic``) and its filter (every op made at its location)."""
+    """Replace the grouped convolution ``op`` by a batch matmul over its groups of its filter and its
+    windows (copied out by a ``linalg.generic``, output positions innermost; every op made at its location)."""
     source, filters, init = op.operands
     n, g, c, _, _ = ir.RankedTensorType(source.type).shape
     _, _, f, ho, wo = ir.RankedTensorType(init.type).shape
@@ -193,19 +196,19 @@ def grouped_as_batch_matmul(op: ir.Operation) -> bool:
     with op.location, ir.InsertionPoint(op):
         grouped_filters = transposed(filters, GROUPED_FILTERS[op.name]) if op.name != "linalg.conv_2d_ngchw_gfchw" else filters
         kh, kw = ir.RankedTensorType(grouped_filters.type).shape[3:]
-        d = [ir.AffineExpr.get_dim(i) for i in range(7)]  # g, n, ho, wo, c, kh, kw
-        window_of = ir.AffineMap.get(7, 0, [d[1], d[0], d[4], d[2] * sh + d[5] * dh, d[3] * sw + d[6] * dw])
-        empty = tensor.empty([g, n, ho, wo, c, kh, kw], ir.RankedTensorType(source.type).element_type)
+        d = [ir.AffineExpr.get_dim(i) for i in range(7)]  # g, c, kh, kw, n, ho, wo
+        window_of = ir.AffineMap.get(7, 0, [d[4], d[0], d[1], d[5] * sh + d[2] * dh, d[6] * sw + d[3] * dw])
+        empty = tensor.empty([g, c, kh, kw, n, ho, wo], ir.RankedTensorType(source.type).element_type)
 
         @linalg.generic([source], [empty], [window_of, ir.AffineMap.get_identity(7)], [linalg.IteratorType.parallel] * 7)
         def windows(value: ir.Value, _: ir.Value) -> ir.Value:
             return value
 
-        patches = regrouped(windows, [g, n * ho * wo, c * kh * kw], [[0], [1, 2, 3], [4, 5, 6]])
-        weights = transposed(regrouped(grouped_filters, [g, f, c * kh * kw], [[0], [1], [2, 3, 4]]), [0, 2, 1])
-        rows = regrouped(transposed(init, [1, 0, 3, 4, 2]), [g, n * ho * wo, f], [[0], [1, 2, 3], [4]])
-        product = linalg.batch_matmul(patches, weights, outs=[rows])
-        result = transposed(regrouped(product, [g, n, ho, wo, f], [[0], [1, 2, 3], [4]]), [1, 0, 4, 2, 3])
+        columns = regrouped(windows, [g, c * kh * kw, n * ho * wo], [[0], [1, 2, 3], [4, 5, 6]])
+        weights = regrouped(grouped_filters, [g, f, c * kh * kw], [[0], [1], [2, 3, 4]])
+        outputs = regrouped(transposed(init, [1, 2, 0, 3, 4]), [g, f, n * ho * wo], [[0], [1], [2, 3, 4]])
+        product = linalg.batch_matmul(weights, columns, outs=[outputs])
+        result = transposed(regrouped(product, [g, f, n, ho, wo], [[0], [1], [2, 3, 4]]), [2, 0, 1, 3, 4])
         op.results[0].replace_all_uses_with(result)
     op.erase()
     return True
