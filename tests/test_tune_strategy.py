@@ -428,3 +428,23 @@ def test_a_link_planted_at_the_compositions_directory_is_refused(tuned, tmp_path
     assert refused.status == "compile failed" and refused.reason == (
         f"{per_op}: is a symbolic link; tracelink writes nothing through links in its output (remove it)")
     assert list(victim.iterdir()) == []
+
+
+def test_a_survivor_far_behind_the_best_gets_the_lowering_options_at_once_only():
+    """Stage 2's subsets of the lowering options go to survivors within WEAK_SURVIVOR of the best; one
+    further behind is built with all of them, and with the other survivors, only."""
+    from tracelink.tune.strategy_space import OPTIONS, WEAK_SURVIVOR, Candidate, combinations
+
+    options = {option.name: option for option in OPTIONS}
+    singles = [Candidate(options[name]) for name in ("im2col", "channels-last", "data-tiling", "ukernels")]
+    singles[0].ratio = 6.0
+
+    def built(second: float) -> list[str]:
+        singles[1].ratio = second
+        return [option.name for option in combinations(singles[:2], singles)]
+
+    behind = built(6.0 / WEAK_SURVIVOR - 0.1)
+    assert behind == ["im2col+data-tiling+ukernels", "im2col+data-tiling", "im2col+ukernels",
+                      "channels-last+data-tiling+ukernels", "im2col+channels-last"]
+    close = built(6.0 / WEAK_SURVIVOR + 0.1)
+    assert set(close) - set(behind) == {"channels-last+data-tiling", "channels-last+ukernels"}

@@ -180,17 +180,28 @@ def best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
     return hopeful[: max(1, min(most, (len(hopeful) + 1) // 2))] if hopeful else []
 
 
+# A surviving layout more than this many times slower than the best survivor gets the lowering options
+# all at once only. In ten tune runs on the five models of tests/bench/bench_framework.py the winner grew
+# from the best single layout each time. On the audio encoder the second survivor (channels-last, 1.2-1.4x
+# beside conv1d-as-conv2d's 4.9-6.0x) took 15 of stage 2's 31 builds, none above 1.34x the default where
+# the leader's reached 11.8-20.4x, and the budget ran out before the winner was profiled.
+WEAK_SURVIVOR = 2.0
+
+
 def combinations(survivors: list[Candidate], singles: list[Candidate]) -> list[Option]:
     """What stage 2 builds: each surviving layout option with every non-empty set of the contraction
     lowering options (data tiling and ukernels act on the matmuls that im2col or channels-last make, so
-    they can help together and not alone: docs/reference/numbers.md), then the survivors together; the
-    most promising first, so a short budget reaches them. Duplicates (same build) are left out."""
+    they can help together and not alone: docs/reference/numbers.md), a survivor :data:`WEAK_SURVIVOR`
+    times slower than the best with all of them only, then the survivors together; the most promising
+    first, so a short budget reaches them. Duplicates (same build) are left out."""
     lowering = [c.option for c in singles if c.option.role == "lowering"]
+    best = max((c.ratio for c in survivors if c.ratio is not None), default=None)
     built: list[Option] = []
     for survivor in survivors:
         if survivor.option.role != "layout":
             continue
-        for size in range(len(lowering), 0, -1):
+        weak = best is not None and survivor.ratio is not None and survivor.ratio * WEAK_SURVIVOR < best
+        for size in [len(lowering)] if weak else range(len(lowering), 0, -1):
             built += [combine([survivor.option, *group]) for group in itertools.combinations(lowering, size)]
     built += [combine([c.option for c in group]) for size in range(2, len(survivors) + 1)
               for group in itertools.combinations(survivors, size)]
