@@ -20,7 +20,7 @@ transposed back to NCHW, so data tiling and ukernels take it as any matmul.
 PyTorch's ``groups > 1`` convolutions, 1-D ones on a width-1 view included, reach IREE's input level as)
 becomes a batch matmul, one batch per group: the group's flattened filter (G × F × C·Kh·Kw) times its
 windows copied out (a ``linalg.generic`` reading the input at ``ho·s + kh·d``, one column per output
-position: G × C·Kh·Kw × N·Ho·Wo), the result moved back to NGFHW (a transpose of the batch only). The
+position: G × C·Kh·Kw × N·Ho·Wo), the result moved back to NGFHW (the image dimension to the front). The
 output positions are innermost, as in IREE's own im2col: data tiling packs the windows 16 positions to a
 tile, and the copy then reads and writes runs of positions (with one row per position, its window copy
 took 1.8x as long: docs/reference/tuning.md). IREE's im2col pass and conv data tiling leave grouped
