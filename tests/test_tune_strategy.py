@@ -448,3 +448,8 @@ def test_a_survivor_far_behind_the_best_gets_the_lowering_options_at_once_only()
                       "channels-last+data-tiling+ukernels", "im2col+channels-last"]
     close = built(6.0 / WEAK_SURVIVOR + 0.1)
     assert set(close) - set(behind) == {"channels-last+data-tiling", "channels-last+ukernels"}
+    # only layouts are weighed against each other: a lowering option that survived faster leaves a layout its subsets
+    lowering_first = [Candidate(options[name]) for name in ("data-tiling", "im2col", "ukernels")]
+    lowering_first[0].ratio, lowering_first[1].ratio = 6.0, 1.5
+    assert [option.name for option in combinations(lowering_first[:2], lowering_first)] == [
+        "im2col+data-tiling+ukernels", "im2col+data-tiling", "im2col+ukernels"]  # the survivors together: a build made already

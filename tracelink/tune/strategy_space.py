@@ -180,7 +180,7 @@ def best_half(candidates: list[Candidate], most: int) -> list[Candidate]:
     return hopeful[: max(1, min(most, (len(hopeful) + 1) // 2))] if hopeful else []
 
 
-# A surviving layout more than this many times slower than the best survivor gets the lowering options
+# A surviving layout more than this many times slower than the best surviving layout gets the lowering options
 # all at once only. In ten tune runs on the five models of tests/bench/bench_framework.py the winner grew
 # from the best single layout each time. On the audio encoder the second survivor (channels-last, 1.2-1.4x
 # beside conv1d-as-conv2d's 4.9-6.0x) took 15 of stage 2's 31 builds, none above 1.34x the default where
@@ -191,11 +191,11 @@ WEAK_SURVIVOR = 2.0
 def combinations(survivors: list[Candidate], singles: list[Candidate]) -> list[Option]:
     """What stage 2 builds: each surviving layout option with every non-empty set of the contraction
     lowering options (data tiling and ukernels act on the matmuls that im2col or channels-last make, so
-    they can help together and not alone: docs/reference/numbers.md), a survivor :data:`WEAK_SURVIVOR`
-    times slower than the best with all of them only, then the survivors together; the most promising
-    first, so a short budget reaches them. Duplicates (same build) are left out."""
+    they can help together and not alone: docs/reference/numbers.md), a layout :data:`WEAK_SURVIVOR`
+    times slower than the best surviving layout with all of them only, then the survivors together; the
+    most promising first, so a short budget reaches them. Duplicates (same build) are left out."""
     lowering = [c.option for c in singles if c.option.role == "lowering"]
-    best = max((c.ratio for c in survivors if c.ratio is not None), default=None)
+    best = max((c.ratio for c in survivors if c.option.role == "layout" and c.ratio is not None), default=None)
     built: list[Option] = []
     for survivor in survivors:
         if survivor.option.role != "layout":
