@@ -36,8 +36,11 @@ of keys at a time with running maxima and sums. The scores are held whole (batch
 for a ViT's or an encoder's few hundred tokens is a few hundred KiB.
 
 **materialized-conv-inputs**: a convolution whose input is computed (not an argument or a constant, seen
-through reshapes) reads it through a ``util.optimization_barrier``, so IREE's dispatch creation does not
-fuse the input's producers into the convolution's dispatches. With im2col and data tiling, IREE fuses an
+through reshapes) reads it through an ``iree_tensor_ext.compute_barrier.start``, so IREE's dispatch
+creation does not fuse the input's producers into the convolution's dispatches. That barrier lives only
+until the dispatches are formed; a ``util.optimization_barrier`` would also do it, but it stays to the
+stream level, where it ends an execution region: the call was submitted in one piece per convolution,
+with the host waiting on each (on the audio encoder, 7 submissions and about 10 ms of idle device between them). With im2col and data tiling, IREE fuses an
 elementwise producer (Wav2Vec2's layer norm and GELU) into the copy that gathers the windows and packs
 them into the matmul's tiles: the producer is computed again for each window an element falls in, inside
 a copy that writes tile by tile (``map_store``), and that dispatch ran at about 2 GFLOP/s. Kept apart,
@@ -269,7 +272,7 @@ def attention_as_matmuls(op: ir.Operation) -> bool:
 
 
 SHAPE_ONLY = ("tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.pad")
-BARRIER = "util.optimization_barrier"
+BARRIER = "iree_tensor_ext.compute_barrier.start"  # removed by IREE once dispatches are formed
 
 
 COMPUTING = ("linalg.", "iree_linalg_ext.")  # the ops dispatch creation fuses; an import, a global, a barrier are not
@@ -293,10 +296,13 @@ def producer_of(value: ir.Value) -> ir.Operation | None:
 
 
 def materialized_input(op: ir.Operation) -> bool:
-    """Make the convolution ``op`` read its input through an optimization barrier (at its location)."""
+    """Make the convolution ``op`` read its input through a compute barrier (at its location)."""
     value = op.operands[0]
+    shape = ir.RankedTensorType(value.type).shape
     with op.location, ir.InsertionPoint(op):
-        barrier = ir.Operation.create(BARRIER, results=[value.type], operands=[value])
+        sizes = [tensor.dim(value, arith.constant(ir.IndexType.get(), i)) for i, size in enumerate(shape)
+                 if ir.ShapedType.is_dynamic_size(size)]  # the barrier carries its dynamic sizes
+        barrier = ir.Operation.create(BARRIER, results=[value.type], operands=[value, *sizes])
     op.operands[0] = barrier.result
     return True
 
