@@ -24,6 +24,7 @@ from tests import tracy_synth
 from tests.test_bad_input import TRACELINK, error_line
 from tests.test_safety import program
 from tests.test_signals import descendants, group_alive, running
+from tracelink.report.signing import signed_by_this_user
 
 SECRET = "DECOY-SECRET-7f3a9c: the content no report may hold"
 
@@ -154,6 +155,32 @@ def test_a_received_profile_with_a_forged_signature_is_not_believed(own_profile,
     done = cli("report", str(own_profile), "-o", str(tmp_path / "other.html"), cwd=tmp_path, cache=other_cache)
     assert done.returncode == 0, done.stderr
     assert "%zero = arith.constant" not in (tmp_path / "other.html").read_text()
+
+
+SIGN_WHEN_TOLD = """
+import os, sys
+from tracelink.report.signing import sign
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):  # spinning, not sleeping: the runs on the cores then leave together
+    pass
+print(sign({"run": int(sys.argv[2])}))
+"""
+
+
+def test_runs_that_make_the_first_key_at_once_all_sign_with_the_key_kept(tmp_path, monkeypatch):
+    """Four runs find no key and sign at the same moment: every signature is believed afterwards (a run
+    that replaced another's new key, or read it half written and took it for damaged, or gave up when
+    another made it first, would leave a profile unsigned), and no file but the key is left in the cache."""
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    runs = [subprocess.Popen([sys.executable, "-c", SIGN_WHEN_TOLD, str(go), str(n)], stdout=subprocess.PIPE, text=True,
+                             env=os.environ | {"XDG_CACHE_HOME": str(cache)}) for n in range(4)]
+    assert [run.stdout.readline().strip() for run in runs] == ["ready"] * 4  # every interpreter has imported
+    go.touch()
+    signatures = [run.communicate(timeout=120)[0].strip() for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    assert [signed_by_this_user({"run": n}, signature) for n, signature in enumerate(signatures)] == [True] * 4
+    assert sorted(path.name for path in (cache / "tracelink").iterdir()) == ["profile-key"]
 
 
 TERMINAL_ATTACKS = ("\x1b]0;PWNED-TITLE\x07", "\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b[2J\x1b[H", "\x9b31m", "\u202e")

@@ -26,34 +26,46 @@ def key_path() -> Path:
     return cache_dir() / "profile-key"
 
 
-def read_key(create: bool) -> bytes | None:
-    """This user's key; made (O_EXCL, no link followed) when missing or damaged and ``create`` is set."""
-    path = key_path()
+def stored_key(path: Path) -> tuple[bytes | None, str | None]:
+    """(the key at ``path``, None) when it holds one; (None, what is wrong) when damaged; (None, None) when missing."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(descriptor, "rb") as file:
             key = file.read(KEY_BYTES + 1)
-        if len(key) == KEY_BYTES:
-            return key
-        problem = f"a profile key of {len(key)} bytes, not {KEY_BYTES}"
     except FileNotFoundError:
-        problem = None
+        return None, None
     except OSError as error:
-        problem = f"unreadable profile key ({error.strerror})"
-    if not create:
-        return None
-    if problem is not None:
-        report_damaged_cache(path, problem + "; profiles signed with it are no longer believed")
+        return None, f"unreadable profile key ({error.strerror})"
+    return (key, None) if len(key) == KEY_BYTES else (None, f"a profile key of {len(key)} bytes, not {KEY_BYTES}")
+
+
+def read_key(create: bool) -> bytes | None:
+    """This user's key; made when missing or damaged and ``create`` is set. A new key is written whole to
+    a file of its own and linked into place, which fails where another run has just made one: theirs is
+    then the key (replacing it would leave their profile unsigned), and no run reads a key half written."""
+    path = key_path()
+    key, problem = stored_key(path)
+    if key is not None or not create:
+        return key
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # damaged (or a link): replaced, never written through
+        if problem is not None:
+            report_damaged_cache(path, problem + "; profiles signed with it are no longer believed")
+            path.unlink(missing_ok=True)  # damaged (or a link): replaced, never written through
         key = secrets.token_bytes(KEY_BYTES)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(key)
-        return key
+        made = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        descriptor = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(key)
+            os.link(made, path)
+        finally:
+            made.unlink(missing_ok=True)
+    except FileExistsError:
+        return stored_key(path)[0]
     except OSError:
         return None  # an unwritable cache: the profile is unsigned, its report asks for --source-root
+    return key
 
 
 def digest(key: bytes, payload: dict) -> str:
