@@ -195,6 +195,22 @@ def test_a_materialized_input_stays_out_of_the_window_copy(tmp_path):
     same_results(program, done.program, ["--iree-global-opt-use-im2col-for-convs", "--iree-opt-data-tiling"], inputs, tmp_path)
 
 
+def test_a_barrier_on_a_dynamic_input_carries_its_size(tmp_path):
+    """dynamic_conv.mlir's convolution reads a ReLU of a batch the run chooses: the barrier carries that
+    size (IREE's verifier asks for it), and the program builds and computes the same for two batch sizes."""
+    program = REPO / "tests" / "data" / "dynamic_conv.mlir"
+    source = input_program(program, FLAGS, tmp_path / "input", 300.0)
+    [done] = rewrite_program(source, ("materialized-conv-inputs",), tmp_path / "materialized" / "program.mlir", tmp_path)
+    assert (done.rewritten, done.convolutions) == (1, 1)
+    module = parse_file(done.program, new_context())
+    [barrier] = [op for op in walk(module.operation) if op.name == BARRIER]
+    assert [producer_of(value).name for value in barrier.operands[1:]] == ["tensor.dim"]
+    for batch in (1, 3):
+        inputs = random_inputs(tmp_path, [(batch, 8, 18, 18), (16, 8, 3, 3)], batch)
+        same_results(program, done.program, ["--iree-global-opt-use-im2col-for-convs", "--iree-opt-data-tiling"], inputs,
+                     tmp_path / f"batch{batch}")
+
+
 def test_materialized_inputs_are_a_lowering_combined_with_each_surviving_layout():
     options = {option.name: option for option in OPTIONS}
     singles = [Candidate(options[name]) for name in ("conv1d-as-conv2d", "data-tiling", "materialized-conv-inputs")]

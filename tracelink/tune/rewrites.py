@@ -38,12 +38,13 @@ for a ViT's or an encoder's few hundred tokens is a few hundred KiB.
 **materialized-conv-inputs**: a convolution whose input is computed (not an argument or a constant, seen
 through reshapes) reads it through an ``iree_tensor_ext.compute_barrier.start``, so IREE's dispatch
 creation does not fuse the input's producers into the convolution's dispatches. That barrier lives only
-until the dispatches are formed; a ``util.optimization_barrier`` would also do it, but it stays to the
-stream level, where it ends an execution region: the call was submitted in one piece per convolution,
-with the host waiting on each (on the audio encoder, 7 submissions and about 10 ms of idle device between them). With im2col and data tiling, IREE fuses an
-elementwise producer (Wav2Vec2's layer norm and GELU) into the copy that gathers the windows and packs
-them into the matmul's tiles: the producer is computed again for each window an element falls in, inside
-a copy that writes tile by tile (``map_store``), and that dispatch ran at about 2 GFLOP/s. Kept apart,
+until the dispatches are formed. A ``util.optimization_barrier`` keeps them apart too, but it lives on to
+the stream level, where it ends an execution region: the call was submitted in one piece per barrier,
+the host waiting for each (on the audio encoder, 7 submissions and about 10 ms per call with no dispatch
+running). With im2col and data tiling, IREE fuses an elementwise producer (Wav2Vec2's layer norm and
+GELU) into the copy that gathers the windows and packs them into the matmul's tiles: the producer is
+computed again for each window an element falls in, inside a copy that writes tile by tile
+(``map_store``), and that dispatch ran at about 2 GFLOP/s. Kept apart,
 the producer is computed once where it is (its own elementwise or reduction dispatch) and the window copy
 is a copy (docs/reference/tuning.md).
 """
