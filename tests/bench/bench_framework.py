@@ -24,6 +24,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,15 +156,11 @@ def main() -> int:
         for name in names:
             print(f"{name}: profiling and tuning (budget {args.budget})", flush=True)
             rows.append(measure(name, args.out, args.budget))
-        print("\n| model | IREE default | tune's build | PyTorch eager | default vs eager | tune's build vs eager | torch.compile | lines still losing |")
-        print("|---|---|---|---|---|---|---|---|")
-        for row in rows:
-            if "failed" in row:
-                print(f"| {row['model']} | failed: {row['failed']} |||||||")
-                continue
-            compiled = f"{row['inductor_ms']:.1f} ms" if row["inductor_ms"] else "–"
-            print(f"| {row['model']} | {row['default_ms']:.1f} ms | {row['handed_ms']:.1f} ms | {row['eager_ms']:.1f} ms | "
-                  f"{against(row['default'])} | {against(row['handed'])} | {compiled} | {len(row['losing'])} |")
+        print_table(["IREE default", "tune's build", "PyTorch eager", "default vs eager", "tune's build vs eager", "torch.compile",
+                     "lines still losing"], rows,
+                    lambda row: [f"{row['default_ms']:.1f} ms", f"{row['handed_ms']:.1f} ms", f"{row['eager_ms']:.1f} ms",
+                                 against(row["default"]), against(row["handed"]),
+                                 f"{row['inductor_ms']:.1f} ms" if row["inductor_ms"] else "–", str(len(row["losing"]))])
         print_wins(rows, "tune's anchor races")
         names = [row["model"] for row in rows if "failed" not in row]
     if args.rounds >= 2 and names:
@@ -171,13 +168,19 @@ def main() -> int:
         for name in names:
             print(f"{name}: the handed build against eager again ({args.rounds} rounds)", flush=True)
             again.append(race_again(name, args.out, args.rounds))
-        print("\n| model | tune's build | PyTorch eager | tune's build vs eager |")
-        print("|---|---|---|---|")
-        for row in again:
-            print(f"| {row['model']} | failed: {row['failed']} |||" if "failed" in row else
-                  f"| {row['model']} | {row['handed_ms']:.1f} ms | {row['eager_ms']:.1f} ms | {against(row['handed'])} |")
+        print_table(["tune's build", "PyTorch eager", "tune's build vs eager"], again,
+                    lambda row: [f"{row['handed_ms']:.1f} ms", f"{row['eager_ms']:.1f} ms", against(row["handed"])])
         print_wins(again, "the race again, all models in this run")
     return 0
+
+
+def print_table(columns: list[str], rows: list[dict], cells: Callable[[dict], list[str]]) -> None:
+    """A markdown table, one row per model: its ``cells``, or the step that failed."""
+    print("\n| model | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for row in rows:
+        shown = [f"failed: {row['failed']}", *[""] * (len(columns) - 1)] if "failed" in row else cells(row)
+        print(f"| {row['model']} | " + " | ".join(shown) + " |")
 
 
 def print_wins(rows: list[dict], which: str) -> None:
