@@ -41,8 +41,10 @@ from tracelink.profile_dir.tune_record import STATUSES
 from tracelink.collect.outputs import outputs_agree
 from tracelink.tune.per_line import per_line_rows
 from tracelink.tune.strategy import SearchResult, StrategySearch
-from tracelink.tune.strategy_space import StrategyOptions, option_flags
-from tracelink.tune.tuners.loop import Budget
+from tracelink.tune.strategy_space import (OPTIONS, UNCONFIRMED, WEAK_SURVIVOR, Candidate, StrategyOptions, combinations, combine,
+                                           option_flags, settle)
+from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner
+from tracelink.tune.tuners.loop import Budget, tune
 from tracelink.commands.tune import _profile_builder, apply_command
 
 TRACELINK = [sys.executable, "-m", "tracelink.commands.cli"]
@@ -225,8 +227,6 @@ def test_an_exhausted_budget_keeps_a_valid_table(tuned, tmp_path):
 
 
 def test_combined_options_share_one_preprocessing_pipeline():
-    from tracelink.tune.strategy_space import OPTIONS, combine, option_flags
-
     options = {option.name: option for option in OPTIONS}
     extra = combine([options["channels-last"], options["im2col"], options["data-tiling"]])
     flags = option_flags(extra)
@@ -241,8 +241,6 @@ def test_combined_options_share_one_preprocessing_pipeline():
 def test_the_final_race_decides_and_an_unconfirmed_earlier_faster_is_not_kept():
     # The advice names only strategies whose status is "faster"; when the last, longest race finds none
     # faster, a "faster" from an earlier three-round race must not survive beside "no strategy was faster".
-    from tracelink.tune.strategy_space import OPTIONS, UNCONFIRMED, Candidate, settle
-
     options = {option.name: option for option in OPTIONS}
 
     def timed(name: str, stage: int, status: str, ratio: float) -> Candidate:
@@ -262,10 +260,6 @@ def test_the_final_race_decides_and_an_unconfirmed_earlier_faster_is_not_kept():
 def test_the_halving_tuner_races_singles_then_combinations_of_the_best_then_finalists(tmp_path):
     # The strategy search's tuner on the loop both searches share: the race results are written on the
     # candidates by hand here, as the search writes them after timing.
-    from tracelink.tune.strategy_space import OPTIONS, Candidate, StrategyOptions
-    from tracelink.tune.tuners.halving import FINAL_STAGE, HalvingTuner
-    from tracelink.tune.tuners.loop import tune
-
     ratios = {"im2col": 3.0, "channels-last": 2.0, "data-tiling": 1.1, "ukernels": 0.9, "im2col+data-tiling": 3.5}
     tuner = HalvingTuner([Candidate(option) for option in OPTIONS[:4]], StrategyOptions(keep=2, finalists=2))
     races = []
@@ -433,8 +427,6 @@ def test_a_link_planted_at_the_compositions_directory_is_refused(tuned, tmp_path
 def test_a_survivor_far_behind_the_best_gets_the_lowering_options_at_once_only():
     """Stage 2's subsets of the lowering options go to survivors within WEAK_SURVIVOR of the best; one
     further behind is built with all of them, and with the other survivors, only."""
-    from tracelink.tune.strategy_space import OPTIONS, WEAK_SURVIVOR, Candidate, combinations
-
     options = {option.name: option for option in OPTIONS}
     singles = [Candidate(options[name]) for name in ("im2col", "channels-last", "data-tiling", "ukernels")]
     singles[0].ratio = 6.0
