@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from tests import tracy_synth
 from tests.test_bad_input import TRACELINK, error_line
@@ -199,6 +201,22 @@ def test_control_characters_in_location_names_never_reach_the_terminal(tmp_path,
     assert "evil.py" in done.stdout + done.stderr  # the name is printed, escaped
     assert no_terminal_controls(done.stdout + done.stderr)
     assert "\\x1b[2J\\x1b[Hevil.py:3" in done.stdout  # the hottest line, its name cut from the left to fit
+
+
+def test_control_characters_in_an_onnx_models_names_never_reach_the_terminal(tmp_path, cache):
+    """onnxruntime, the ONNX model's reference, logs to the terminal itself: an unused initializer makes it
+    warn, naming it. A name with escape sequences would reach the terminal as they are."""
+    hostile = "w" + "".join(TERMINAL_ATTACKS[:3])
+    unused = numpy_helper.from_array(np.ones(4, np.float32), hostile)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "evil",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [unused])
+    model = tmp_path / "evil.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    done = cli("profile", str(model), "-o", str(tmp_path / "out"), "--repetitions", "2", cwd=tmp_path, cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert "onnxruntime" in done.stdout  # the reference ran
+    assert no_terminal_controls(done.stdout + done.stderr)
 
 
 def test_control_characters_in_tracy_names_never_reach_the_terminal(tmp_path, cache):

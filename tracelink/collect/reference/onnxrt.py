@@ -43,6 +43,9 @@ class OnnxRuntimeRunner:
     def session_of(self, profiled: bool) -> onnxruntime.InferenceSession:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = self.threads, 1
+        # onnxruntime logs to the terminal itself, naming the model's initializers and nodes as they are (an
+        # escape sequence in a name would reach it); its errors come back as exceptions, printed escaped
+        options.log_severity_level = 4
         if profiled:
             make_directory(self.directory, inside=self.directory.parent.parent)
             options.enable_profiling = True
